@@ -1,0 +1,85 @@
+"""The JSON-RPC 2.0 envelope: parse bytes into messages, encode replies. Pure functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError, InvalidRequest, ParseError
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+RequestId = str | int
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One validated client message: a request (has `id`), a notification, or a response."""
+
+    raw: JsonObject
+    method: str | None
+    id: RequestId | None
+    params: JsonObject | None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and "id" in self.raw
+
+    @property
+    def is_notification(self) -> bool:
+        return self.method is not None and "id" not in self.raw
+
+
+def loads(body: bytes) -> Any:
+    """Decode a body; anything that is not JSON (or not UTF-8) is a ParseError."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ParseError("Parse error") from exc
+
+
+def parse_message(value: Any) -> Message:
+    """Validate one decoded JSON-RPC message; raise InvalidRequest when it is not one."""
+    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
+        raise InvalidRequest("Invalid Request: not a JSON-RPC 2.0 message")
+    has_id = "id" in value
+    msg_id = value.get("id")
+    if has_id and (isinstance(msg_id, bool) or not isinstance(msg_id, str | int)):
+        raise InvalidRequest("Invalid Request: id must be a string or an integer")
+    method = value.get("method")
+    if method is None:
+        if has_id and ("result" in value or "error" in value):
+            return Message(value, None, msg_id, None)  # a response to a server request
+        raise InvalidRequest("Invalid Request: missing method")
+    if not isinstance(method, str) or not method:
+        raise InvalidRequest("Invalid Request: method must be a non-empty string")
+    params = value.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise InvalidRequest("Invalid Request: params must be an object")
+    return Message(value, method, msg_id if has_id else None, params)
+
+
+def result_response(msg_id: RequestId, result: Any) -> JsonObject:
+    return {"jsonrpc": "2.0", "id": msg_id, "result": result}
+
+
+def error_response(msg_id: RequestId | None, error: GatewayError) -> JsonObject:
+    """The JSON-RPC error object for a GatewayError (id omitted when unknown)."""
+    body: JsonObject = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    reply: JsonObject = {"jsonrpc": "2.0", "error": body}
+    if msg_id is not None:
+        reply["id"] = msg_id
+    return reply
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)

@@ -1,0 +1,247 @@
+"""What every upstream (a connection to one backend) offers the rest of the gateway.
+
+An upstream speaks MCP to one backend on the gateway's behalf. It performs the backend
+handshake itself (lazily, once per upstream session), keeps the backend's session id and
+protocol version, remaps JSON-RPC ids, and hands back the backend's JSON-RPC response
+object as-is. Upstream sessions are keyed by `session_key` (the tenant, or "" for the
+gateway's own catalogue work) so that no backend session is ever shared between tenants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol
+
+import structlog
+
+JsonObject = dict[str, Any]
+NotificationHandler = Callable[[JsonObject], Awaitable[None]]
+
+_log = structlog.get_logger("gateway.upstream")
+
+
+class UpstreamError(Exception):
+    """The backend could not produce a JSON-RPC response for this request.
+
+    `reason` is `timeout`, `unavailable` (connect failed, process dead, HTTP 5xx) or
+    `bad_response` (garbage, wrong id, HTML page). The message is for logs only.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Upstream(Protocol):
+    name: str
+
+    async def start(self) -> None:
+        """Prepare resources (spawn the child, open the pool). Never raises for a dead backend."""
+
+    async def request(
+        self,
+        method: str,
+        params: JsonObject | None,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        session_key: str = "",
+        headers: Mapping[str, str] | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> JsonObject:
+        """Send one request; return the backend's response object (`result` or `error`).
+
+        `headers` are extra HTTP headers for this upstream session (tenant credentials);
+        stdio upstreams ignore them. `on_notification` receives notifications the backend
+        sends about this request (progress), with the progress token mapped back.
+        Raises UpstreamError.
+        """
+
+    async def notify(
+        self, method: str, params: JsonObject | None, *, session_key: str = ""
+    ) -> None:
+        """Send a notification (e.g. notifications/cancelled); best effort, never raises."""
+
+    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Register a callback for the backend's notifications/tools/list_changed."""
+
+    async def close(self) -> None:
+        """End upstream sessions and stop the child, each wait bounded."""
+
+
+# --- Helpers shared by the HTTP and stdio upstreams (added with them) ---------------
+
+PROGRESS = "notifications/progress"
+"""Progress notification; carries `params.progressToken`."""
+LIST_CHANGED = "notifications/tools/list_changed"
+"""The backend's tool list changed; re-list."""
+CANCELLED = "notifications/cancelled"
+"""Cancels an earlier request by `params.requestId`."""
+INITIALIZED = "notifications/initialized"
+"""Sent by the client after a successful `initialize`."""
+METHOD_NOT_FOUND = -32601
+"""JSON-RPC code for methods the receiver does not offer."""
+
+
+def request_message(request_id: int, method: str, params: JsonObject | None) -> JsonObject:
+    """A JSON-RPC request envelope (no `params` key when there are none)."""
+    message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def notification_message(method: str, params: JsonObject | None) -> JsonObject:
+    """A JSON-RPC notification envelope."""
+    message: JsonObject = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def initialize_params(protocol_version: str, client_info: Mapping[str, Any]) -> JsonObject:
+    """The gateway's `initialize` params: no client capabilities (no sampling, roots, …)."""
+    return {
+        "protocolVersion": protocol_version,
+        "capabilities": {},
+        "clientInfo": dict(client_info),
+    }
+
+
+def swap_progress_token(params: JsonObject | None, token: str) -> tuple[JsonObject | None, Any]:
+    """Replace `params._meta.progressToken` by `token`; return (new params, original or None).
+
+    Copies instead of mutating, so the caller's message stays as the client sent it.
+    """
+    meta = params.get("_meta") if params else None
+    if not isinstance(meta, dict) or meta.get("progressToken") is None:
+        return params, None
+    assert params is not None
+    return {**params, "_meta": {**meta, "progressToken": token}}, meta["progressToken"]
+
+
+def progress_token(notification: JsonObject) -> Any:
+    """The progress token of a notifications/progress message, or None."""
+    params = notification.get("params")
+    return params.get("progressToken") if isinstance(params, dict) else None
+
+
+def restore_progress_token(notification: JsonObject, original: Any) -> JsonObject:
+    """A copy of a progress notification carrying the client's own token again."""
+    params = notification.get("params")
+    params = params if isinstance(params, dict) else {}
+    return {**notification, "params": {**params, "progressToken": original}}
+
+
+def message_kind(message: Any) -> str:
+    """Classify a decoded message: request, notification, response or invalid."""
+    if not isinstance(message, dict):
+        return "invalid"
+    if isinstance(message.get("method"), str):
+        return "request" if "id" in message else "notification"
+    if "id" in message and ("result" in message or "error" in message):
+        return "response"
+    return "invalid"
+
+
+def check_response(backend: str, message: Any, expected_id: int) -> JsonObject:
+    """Return `message` if it is the response to `expected_id`, else raise bad_response."""
+    if message_kind(message) != "response":
+        raise UpstreamError("bad_response", f"{backend}: not a JSON-RPC response")
+    got = message["id"]
+    if type(got) is not type(expected_id) or got != expected_id:
+        raise UpstreamError("bad_response", f"{backend}: response id {got!r} != {expected_id}")
+    return message
+
+
+def negotiated_version(backend: str, reply: JsonObject) -> str:
+    """The protocol version from an `initialize` reply; a refusal makes the backend unavailable."""
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        error = reply.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        raise UpstreamError("unavailable", f"{backend}: initialize refused (code {code})")
+    version = result.get("protocolVersion")
+    if not isinstance(version, str):
+        raise UpstreamError("bad_response", f"{backend}: initialize reply without protocolVersion")
+    return version
+
+
+def answer_backend_request(message: JsonObject) -> JsonObject:
+    """Our reply to a backend->gateway request: `ping` works, everything else is -32601.
+
+    The gateway declares no client capabilities, so a backend should not ask for
+    sampling, roots or elicitation; answering keeps a misbehaving one from hanging.
+    """
+    if message.get("method") == "ping":
+        return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+    error = {"code": METHOD_NOT_FOUND, "message": f"Method not found: {message.get('method')}"}
+    return {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+
+
+class Backoff:
+    """Exponential delays for reconnects and restarts: first, doubling up to `limit`."""
+
+    def __init__(self, first: float = 0.5, limit: float = 30.0) -> None:
+        self._first, self._limit = first, limit
+        self._next = first
+
+    def next(self) -> float:
+        delay, self._next = self._next, min(self._next * 2, self._limit)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self._first
+
+
+class BackgroundTasks:
+    """Fire-and-forget tasks an upstream owns: kept referenced, logged, cancelled on close."""
+
+    def __init__(self, backend: str) -> None:
+        self._backend = backend
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=f"upstream:{self._backend}:{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning(
+                "upstream task failed",
+                backend=self._backend,
+                task=task.get_name(),
+                error=repr(task.exception()),
+            )
+
+    async def cancel_all(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class ListChangedCallbacks:
+    """The callbacks registered with `on_list_changed`; each firing runs them as tasks.
+
+    Tasks, not awaits: a callback typically re-lists tools through the same upstream,
+    which would deadlock a reader that waited for it.
+    """
+
+    def __init__(self, tasks: BackgroundTasks) -> None:
+        self._tasks = tasks
+        self._callbacks: list[Callable[[], Awaitable[None]]] = []
+
+    def add(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self._callbacks.append(callback)
+
+    def fire(self) -> None:
+        for callback in self._callbacks:
+            self._tasks.spawn(_call(callback), "list_changed")
+
+
+async def _call(callback: Callable[[], Awaitable[None]]) -> None:
+    await callback()
