@@ -1,0 +1,165 @@
+"""Helpers and fixtures that run the demo backends (``backends/``) as real processes.
+
+A plain module (not a conftest) so any conftest or test module can import what it needs:
+
+    from backend_fixtures import http_backend, start_http_backend, stdio_command
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, NoReturn, Protocol
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+START_TIMEOUT_SECONDS = 15.0
+STOP_TIMEOUT_SECONDS = 5.0
+_START_ATTEMPTS = 3  # a free port can be taken by someone else before the child binds it
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def stdio_command(name: str, *args: str) -> list[str]:
+    """The command line that runs backend ``name`` over stdio."""
+    return [sys.executable, "-m", f"backends.{name}", *args]
+
+
+class BackendStartError(RuntimeError):
+    """The backend process exited or never opened its port."""
+
+
+@dataclass
+class RunningBackend:
+    """A backend subprocess serving Streamable HTTP on ``port``."""
+
+    name: str
+    args: tuple[str, ...]
+    port: int
+    env: Mapping[str, str] | None = None
+    process: asyncio.subprocess.Process | None = None
+    _stderr: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}/mcp"
+
+    async def start(self) -> None:
+        """Spawn the process and wait until its port accepts connections."""
+        # stderr goes to a file, not a pipe: nobody drains a pipe, and a full one blocks the child.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
+        command = [*stdio_command(self.name, "--transport", "http"), "--port", str(self.port)]
+        self.process = await asyncio.create_subprocess_exec(
+            *command,
+            *self.args,
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=self._stderr,
+        )
+        try:
+            await self._wait_ready(self.process)
+        except BackendStartError:
+            await self.stop()
+            raise
+
+    async def _wait_ready(self, process: asyncio.subprocess.Process) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if process.returncode is not None:
+                self._fail(f"exited with status {process.returncode}")
+            if await _port_open(self.port):
+                return
+            await asyncio.sleep(0.05)
+        self._fail(f"did not listen on port {self.port} within {START_TIMEOUT_SECONDS:g}s")
+
+    def _fail(self, what: str) -> NoReturn:
+        raise BackendStartError(f"backend {self.name} {what}\n--- stderr ---\n{self.stderr_text()}")
+
+    async def stop(self) -> None:
+        """Terminate the process (kill it if it lingers); safe to call twice."""
+        process, self.process = self.process, None
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # exited but not yet reaped
+                process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_SECONDS)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    async def restart(self) -> None:
+        """Stop and start again on the same port (the URL stays valid)."""
+        await self.stop()
+        await self.start()
+
+    def stderr_text(self) -> str:
+        """What the current process wrote to stderr so far (for failure messages)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+
+async def _port_open(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection(HOST, port)
+    except OSError:
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def start_http_backend(name: str, *args: str, env: Mapping[str, str] | None = None) -> RunningBackend:
+    """Start ``python -m backends.<name> --transport http`` on a free port and wait for it."""
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        backend = RunningBackend(name=name, args=args, port=free_port(), env=env)
+        try:
+            await backend.start()
+            return backend
+        except BackendStartError as exc:
+            if attempt == _START_ATTEMPTS or "address already in use" not in str(exc).lower():
+                raise
+    raise AssertionError("unreachable")
+
+
+class StartBackend(Protocol):
+    """Signature of the function the ``http_backend`` fixture yields."""
+
+    async def __call__(self, name: str, *args: str, env: Mapping[str, str] | None = None) -> RunningBackend: ...
+
+
+@pytest.fixture
+async def http_backend() -> AsyncIterator[StartBackend]:
+    """Yield ``start(name, *args, env=None)``; every backend it started is stopped afterwards."""
+    started: list[RunningBackend] = []
+
+    async def start(name: str, *args: str, env: Mapping[str, str] | None = None) -> RunningBackend:
+        backend = await start_http_backend(name, *args, env=env)
+        started.append(backend)
+        return backend
+
+    yield start
+    for backend in started:
+        await backend.stop()
