@@ -70,6 +70,10 @@ class CatalogueService:
     def view(self, tenant: TenantConfig) -> TenantView:
         return self.views.get(self.current, tenant)
 
+    def circuit_state(self, backend: str) -> str:
+        """The backend's circuit breaker state, as the upstream reports it."""
+        return getattr(self.pool.get(backend), "circuit_state", "closed")
+
     # ---------------------------------------------------------------- refreshing
 
     async def _run(self) -> None:
@@ -159,8 +163,10 @@ class CatalogueService:
         self.current = new
         if new.version != old.version:
             for listener in self._listeners:
-                with contextlib.suppress(Exception):
+                try:
                     await listener(old, new)
+                except Exception:
+                    log.exception("catalogue_listener_failed")
 
 
 def _usable_tools(backend: str, tools: list[Any]) -> list[dict[str, Any]]:

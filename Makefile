@@ -1,0 +1,29 @@
+# `make run` serves the demo catalogue on http://127.0.0.1:8080/mcp; `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/mcp-gateway serve
+
+test: $(STAMP)
+	$(BIN)/ruff check gateway backends bench tests
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check gateway backends bench tests
+
+bench: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,133 @@
+"""Turns a request's token into a Principal, or refuses it with 401/403.
+
+Order: API key (an exact hash match), then JWT. Verified principals are cached by token
+hash until they expire, so the hot path does not re-verify signatures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from gateway.auth.api_keys import ApiKeyIndex
+from gateway.auth.jwks import JwksCache
+from gateway.auth.tokens import extract_token
+from gateway.auth.verifier import InvalidToken, JwtVerifier, claim, scopes_of
+from gateway.config import Config
+from gateway.errors import Forbidden, Unauthorized
+from gateway.tenancy import Principal
+
+log = structlog.get_logger("gateway.auth")
+
+CACHE_SIZE = 10_000
+API_KEY_CACHE_SECONDS = 300.0
+
+FailureHook = Callable[[str], None]
+
+
+class Authenticator:
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time,
+                 on_failure: FailureHook | None = None) -> None:
+        self.config = config
+        self.auth = config.auth
+        self.clock = clock
+        self.on_failure = on_failure or (lambda reason: None)
+        self.api_keys = ApiKeyIndex(config.auth.api_keys)
+        jwks = JwksCache(config.auth.jwt.jwks_url) if config.auth.jwt.jwks_url else None
+        self.jwt = JwtVerifier(config.auth.jwt, jwks)
+        self._cache: OrderedDict[bytes, Principal] = OrderedDict()
+
+    async def close(self) -> None:
+        if self.jwt.jwks is not None:
+            await self.jwt.jwks.close()
+
+    async def authenticate(self, request: web.Request, data: Any) -> Principal:
+        token = extract_token(request, data, self.auth)
+        if token is None:
+            if self.auth.anonymous_tenant is not None:
+                return Principal(self.auth.anonymous_tenant, "anonymous")
+            self.on_failure("missing")
+            raise Unauthorized("Unauthorized: a bearer token is required",
+                               headers=self.challenge(request))
+        return await self.principal_for(token, request)
+
+    async def principal_for(self, token: str, request: web.Request | None = None) -> Principal:
+        key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        cached = self._cache.get(key)
+        if cached is not None and (cached.expires_at is None or cached.expires_at > self.clock()):
+            self._cache.move_to_end(key)
+            return cached
+        try:
+            principal = await self._verify(token)
+        except InvalidToken as exc:
+            self.on_failure(exc.reason)
+            log.info("auth_failed", reason=exc.reason)
+            raise Unauthorized("Unauthorized: invalid token",
+                               headers=self.challenge(request, error="invalid_token")) from None
+        self._remember(key, principal)
+        return principal
+
+    def require_scope(self, principal: Principal, scope: str, request: web.Request) -> None:
+        if scope not in principal.scopes:
+            self.on_failure("scope")
+            raise Forbidden("Forbidden: insufficient scope",
+                            headers=self.challenge(request, error="insufficient_scope", scope=scope))
+
+    def challenge(self, request: web.Request | None, *, error: str | None = None,
+                  scope: str | None = None) -> dict[str, str]:
+        """The WWW-Authenticate header pointing clients at the RFC 9728 metadata."""
+        parts = []
+        if error:
+            parts.append(f'error="{error}"')
+        if scope:
+            parts.append(f'scope="{scope}"')
+        if request is not None:
+            parts.append(f'resource_metadata="{resource_metadata_url(self.config, request)}"')
+        return {"WWW-Authenticate": "Bearer " + ", ".join(parts)}
+
+    async def _verify(self, token: str) -> Principal:
+        if not token:
+            raise InvalidToken("empty")
+        principal = self.api_keys.lookup(token)
+        if principal is not None:
+            return Principal(principal.tenant, principal.subject, principal.scopes,
+                             self.clock() + API_KEY_CACHE_SECONDS)
+        if not self.jwt.enabled or token.count(".") != 2:
+            raise InvalidToken("unknown_key" if token.count(".") != 2 else "jwt_disabled")
+        claims = await self.jwt.verify(token)
+        return self._principal_from(claims)
+
+    def _principal_from(self, claims: dict[str, Any]) -> Principal:
+        jwt_config = self.auth.jwt
+        tenant = claim(claims, jwt_config.tenant_claim)
+        subject = claim(claims, jwt_config.subject_claim)
+        if not isinstance(tenant, str):
+            tenant = ""  # a valid token naming no tenant is refused as an unknown tenant (403)
+        if not isinstance(subject, str | int) or isinstance(subject, bool):
+            raise InvalidToken("no_subject")
+        expires = claims.get("exp")
+        return Principal(tenant, str(subject), scopes_of(claim(claims, jwt_config.scope_claim)),
+                         float(expires) if isinstance(expires, int | float) else None)
+
+    def _remember(self, key: bytes, principal: Principal) -> None:
+        self._cache[key] = principal
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+
+def resource_metadata_url(config: Config, request: web.Request) -> str:
+    """Where the RFC 9728 document for this gateway's MCP endpoint lives (path-inserted form)."""
+    if config.server.public_url:
+        base = config.server.public_url.rstrip("/")
+        scheme, _, rest = base.partition("://")
+        host, _, _ = rest.partition("/")
+        origin = f"{scheme}://{host}"
+    else:
+        origin = f"{request.scheme}://{request.host}"
+    return f"{origin}/.well-known/oauth-protected-resource{config.server.path}"

@@ -1,0 +1,43 @@
+"""Where a client's token comes from: header, query parameter or JSON-RPC params, in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from gateway.config import AuthConfig
+
+
+def extract_token(request: web.Request, data: Any, config: AuthConfig) -> str | None:
+    """The first token found in the enabled sources; `params.token` is removed from `data`.
+
+    Returns "" for a present-but-empty credential (an empty bearer), so it is refused as
+    invalid rather than treated as anonymous.
+    """
+    params_token = _pop_params_token(data)  # always stripped, so it is never forwarded
+    for source in config.token_sources:
+        if source == "header":
+            token = _bearer(request.headers.get("Authorization"))
+        elif source == "query":
+            token = request.query.get(config.query_param)
+        else:
+            token = params_token
+        if token is not None:
+            return token.strip()
+    return None
+
+
+def _bearer(header: str | None) -> str | None:
+    if header is None:
+        return None
+    scheme, _, value = header.strip().partition(" ")
+    return value if scheme.lower() == "bearer" else ""
+
+
+def _pop_params_token(data: Any) -> str | None:
+    params = data.get("params") if isinstance(data, dict) else None
+    if not isinstance(params, dict) or "token" not in params:
+        return None
+    token = params.pop("token")
+    return token if isinstance(token, str) else ""

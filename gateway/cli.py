@@ -1,0 +1,130 @@
+"""The `mcp-gateway` command: serve, check-config, token, catalogue, stdio."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jwt
+
+from gateway.config import Config, ConfigError, load_config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 1
+    return int(args.run(config, args) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-gateway", description="Multi-tenant MCP gateway")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--config", help="config file (default: config/gateway.yaml)")
+        sub.set_defaults(run=run)
+        return sub
+
+    serve = command("serve", _serve, "run the HTTP gateway")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, default=1)
+    command("check-config", _check_config, "validate the config and print a summary")
+    token = command("token", _token, "mint a development token with the HS secret")
+    token.add_argument("--tenant", required=True)
+    token.add_argument("--sub", default="dev")
+    token.add_argument("--scope", default="")
+    token.add_argument("--ttl", type=int, default=3600)
+    catalogue = command("catalogue", _catalogue, "print the merged catalogue")
+    catalogue.add_argument("--tenant")
+    command("stdio", _stdio, "serve one local client over stdin/stdout")
+    return parser
+
+
+def _serve(config: Config, args: argparse.Namespace) -> int:
+    from gateway.server import serve
+
+    return serve(config, host=args.host, port=args.port, workers=args.workers)
+
+
+def _check_config(config: Config, args: argparse.Namespace) -> int:
+    print(f"ok: {config.server.host}:{config.server.port}{config.server.path}")
+    print(f"store: {'redis' if config.store.redis_url else 'memory'}")
+    for backend in config.backends:
+        target = backend.url if backend.transport == "http" else " ".join(backend.command)
+        print(f"backend {backend.name} ({backend.transport}, namespace {backend.namespace!r}): {target}")
+    for tenant in config.tenants.values():
+        print(f"tenant {tenant.name}: backends {', '.join(tenant.backends)}")
+    return 0
+
+
+def _token(config: Config, args: argparse.Namespace) -> int:
+    jwt_config = config.auth.jwt
+    algorithm = next((a for a in jwt_config.algorithms if a.startswith("HS")), None)
+    if not jwt_config.secret or algorithm is None:
+        print("error: auth.jwt has no HS secret to sign with", file=sys.stderr)
+        return 1
+    now = int(time.time())
+    claims: dict[str, Any] = {"sub": args.sub, "iat": now, "nbf": now, "exp": now + args.ttl}
+    _set_claim(claims, jwt_config.tenant_claim, args.tenant)
+    if args.scope:
+        _set_claim(claims, jwt_config.scope_claim, args.scope)
+    if jwt_config.issuer:
+        claims["iss"] = jwt_config.issuer
+    if jwt_config.audience:
+        claims["aud"] = jwt_config.audience
+    print(jwt.encode(claims, jwt_config.secret, algorithm=algorithm))
+    return 0
+
+
+def _set_claim(claims: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node = claims
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+def _catalogue(config: Config, args: argparse.Namespace) -> int:
+    from gateway.catalogue.refresher import CatalogueService
+    from gateway.catalogue.store import MemorySnapshotStore
+    from gateway.upstream.pool import UpstreamPool
+
+    if args.tenant and args.tenant not in config.tenants:
+        print(f"error: unknown tenant {args.tenant!r}", file=sys.stderr)
+        return 1
+
+    async def build() -> None:
+        pool = UpstreamPool(config.backends)
+        service = CatalogueService(config=config, pool=pool, store=MemorySnapshotStore())
+        await pool.start()
+        try:
+            await service.refresh_all()
+        finally:
+            await pool.close()
+        entries = service.current.entries
+        if args.tenant:
+            entries = service.view(config.tenants[args.tenant]).entries
+        for entry in entries:
+            print(f"{entry.exposed}\t{entry.backend}\t{entry.tool.get('description', '')[:80]}")
+        for name, snapshot in service.current.snapshots.items():
+            if snapshot.status != "ok":
+                print(f"# backend {name}: {snapshot.status} ({snapshot.error})", file=sys.stderr)
+
+    asyncio.run(build())
+    return 0
+
+
+def _stdio(config: Config, args: argparse.Namespace) -> int:
+    from gateway.transport.stdio import serve_stdio
+
+    return serve_stdio(config)

@@ -1,0 +1,138 @@
+"""The MCP methods, free of any transport: `handle(message, ctx) -> reply`.
+
+HTTP and stdio both call `Dispatcher.handle`; it never sees a socket or a header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import structlog
+
+from gateway.catalogue.refresher import CatalogueService
+from gateway.config import Config
+from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound
+from gateway.protocol import jsonrpc, spec
+from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.tenancy import RequestContext, upstream_headers
+from gateway.upstream.base import UpstreamError
+from gateway.upstream.pool import UpstreamPool
+
+log = structlog.get_logger("gateway.dispatch")
+
+SERVER_INFO = {"name": "mcp-gateway", "title": "MCP Gateway", "version": "0.1.0"}
+
+Handler = Callable[[Message, RequestContext], Awaitable[Any]]
+
+
+class Dispatcher:
+    def __init__(self, *, config: Config, catalogue: CatalogueService, pool: UpstreamPool,
+                 list_changed: bool = False) -> None:
+        self.config = config
+        self.catalogue = catalogue
+        self.pool = pool
+        self.list_changed = list_changed
+        self._methods: dict[str, Handler] = {
+            spec.INITIALIZE: self._initialize,
+            spec.PING: self._ping,
+            spec.TOOLS_LIST: self._tools_list,
+            spec.TOOLS_CALL: self._tools_call,
+        }
+
+    async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
+        """The reply to a request, or None for a notification or a response."""
+        if not message.is_request:
+            return None
+        assert message.id is not None and message.method is not None
+        try:
+            handler = self._methods.get(message.method)
+            if handler is None:
+                raise MethodNotFound(f"Method not found: {message.method[:200]}")
+            return jsonrpc.result_response(message.id, await handler(message, ctx))
+        except _PassThrough as passed:
+            return {"jsonrpc": "2.0", "id": message.id, "error": passed.error}
+        except GatewayError as exc:
+            ctx.outcome = _outcome(exc)
+            return jsonrpc.error_response(message.id, exc)
+        except Exception:
+            log.exception("dispatch_failed", method=message.method, request_id=ctx.request_id)
+            ctx.outcome = "error"
+            return jsonrpc.error_response(message.id, InternalError("Internal error"))
+
+    # ---------------------------------------------------------------- methods
+
+    async def _initialize(self, message: Message, ctx: RequestContext) -> JsonObject:
+        requested = (message.params or {}).get("protocolVersion")
+        return {
+            "protocolVersion": spec.negotiate_version(requested),
+            "capabilities": {"tools": {"listChanged": self.list_changed}},
+            "serverInfo": SERVER_INFO,
+            "instructions": "Tools from several MCP servers; each name is prefixed by its server.",
+        }
+
+    async def _ping(self, message: Message, ctx: RequestContext) -> JsonObject:
+        return {}
+
+    async def _tools_list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
+        cursor = (message.params or {}).get("cursor")
+        return self.catalogue.view(ctx.tenant).page(cursor)
+
+    async def _tools_call(self, message: Message, ctx: RequestContext) -> Any:
+        params = message.params or {}
+        view = self.catalogue.view(ctx.tenant)
+        entry = view.lookup(params.get("name"))
+        ctx.tool, ctx.backend = entry.exposed, entry.backend
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise InvalidParams("Invalid params: arguments must be an object")
+        if self.config.catalogue.validate_arguments:
+            problem = view.validate_arguments(entry, arguments)
+            if problem:
+                ctx.outcome = "invalid_arguments"
+                return {"content": [{"type": "text", "text": problem}], "isError": True}
+        forward: JsonObject = {"name": entry.original, "arguments": arguments}
+        if isinstance(params.get("_meta"), dict):
+            forward["_meta"] = params["_meta"]
+        reply = await self._forward(entry.backend, forward, ctx)
+        if "error" in reply:
+            ctx.outcome = "backend_error"
+            raise _PassThrough(reply["error"])
+        result = reply.get("result")
+        if isinstance(result, dict) and result.get("isError"):
+            ctx.outcome = "tool_error"
+        return result
+
+    async def _forward(self, backend_name: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
+        backend = self.config.backend(backend_name)
+        assert backend is not None
+        upstream = self.pool.get(backend_name)
+        try:
+            return await upstream.request(
+                spec.TOOLS_CALL, params, timeout=backend.timeout_seconds,
+                session_key=ctx.principal.tenant,
+                headers=upstream_headers(backend, ctx.tenant, ctx.principal),
+                on_notification=ctx.notify,
+            )
+        except UpstreamError as exc:
+            log.warning("backend_call_failed", backend=backend_name, reason=exc.reason,
+                        error=str(exc), request_id=ctx.request_id)
+            reason = exc.reason if exc.reason in BackendError.REASONS else "unavailable"
+            raise BackendError(backend_name, reason) from exc
+
+
+class _PassThrough(Exception):
+    """A backend's own JSON-RPC error, returned to the client unchanged."""
+
+    def __init__(self, error: Any) -> None:
+        super().__init__("backend error")
+        self.error = error
+
+
+def _outcome(exc: GatewayError) -> str:
+    if isinstance(exc, BackendError):
+        return exc.reason
+    return {-32601: "method_not_found", -32602: "invalid_params"}.get(exc.code, "error")

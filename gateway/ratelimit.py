@@ -1,0 +1,95 @@
+"""Per-tenant rate limits with GCRA: in memory, or in Redis so replicas share one budget.
+
+GCRA keeps one number per tenant, the theoretical arrival time (TAT). A request is allowed
+when, after adding one emission interval T = 1/rate, the TAT is at most `burst * T` ahead of now.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+
+from gateway.config import RateLimitConfig
+
+log = structlog.get_logger("gateway.ratelimit")
+
+Decision = tuple[bool, float]  # (allowed, retry_after_seconds)
+
+
+def gcra(tat: float, now: float, limit: RateLimitConfig) -> tuple[bool, float, float]:
+    """Pure GCRA step: (allowed, retry_after, new_tat)."""
+    interval = 1.0 / limit.requests_per_second
+    new_tat = max(tat, now) + interval
+    ahead = new_tat - now - limit.burst * interval
+    if ahead > 1e-9:
+        return False, ahead, tat
+    return True, 0.0, new_tat
+
+
+class RateLimiter(Protocol):
+    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision: ...
+
+
+class MemoryRateLimiter:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._tat: dict[str, float] = {}
+
+    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
+        return self.check_now(tenant, limit)
+
+    def check_now(self, tenant: str, limit: RateLimitConfig) -> Decision:
+        allowed, retry_after, self._tat[tenant] = gcra(self._tat.get(tenant, 0.0), self.clock(), limit)
+        return allowed, retry_after
+
+
+# Redis's own clock (TIME) keeps every replica on one timeline.
+GCRA_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local new_tat = tat + interval
+local ahead = new_tat - now - burst * interval
+if ahead > 0.000000001 then
+  return {0, tostring(ahead)}
+end
+redis.call('SET', KEYS[1], tostring(new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
+return {1, '0'}
+"""
+
+
+class RedisRateLimiter:
+    """Shared counters in Redis; if Redis fails, this process's own counters take over."""
+
+    def __init__(self, redis: Any, *, key_prefix: str, fallback: MemoryRateLimiter | None = None) -> None:
+        self.redis = redis
+        self.key_prefix = key_prefix
+        self.fallback = fallback or MemoryRateLimiter()
+        self._script = redis.register_script(GCRA_SCRIPT)
+        self.degraded = False
+
+    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
+        key = f"{self.key_prefix}ratelimit:{tenant}"
+        try:
+            allowed, ahead = await self._script(keys=[key], args=[1.0 / limit.requests_per_second, limit.burst])
+        except Exception as exc:  # any Redis trouble: never fail a request because of it
+            if not self.degraded:
+                log.warning("ratelimit_redis_unavailable", error=type(exc).__name__)
+            self.degraded = True
+            return self.fallback.check_now(tenant, limit)
+        if self.degraded:
+            log.info("ratelimit_redis_recovered")
+            self.degraded = False
+        return bool(int(allowed)), float(ahead)
+
+
+def retry_after_header(seconds: float) -> str:
+    """Retry-After takes whole seconds; never 0, so clients do back off."""
+    return str(max(1, math.ceil(seconds)))

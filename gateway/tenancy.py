@@ -1,0 +1,60 @@
+"""Who is asking and under which policy: the principal and the per-request context."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config import BackendConfig, TenantConfig
+from gateway.errors import Forbidden
+
+Notify = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller. `expires_at` (epoch seconds) bounds how long it may be cached."""
+
+    tenant: str
+    subject: str
+    scopes: frozenset[str] = frozenset()
+    expires_at: float | None = None
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything the dispatcher needs about one request, and what it reports back for the log."""
+
+    principal: Principal
+    tenant: TenantConfig
+    request_id: str
+    protocol_version: str
+    session_id: str | None = None
+    method: str | None = None
+    notify: Notify | None = None  # sends a notification to this request's client stream
+    # filled in by the dispatcher for the canonical log line and metrics
+    tool: str | None = None
+    backend: str | None = None
+    outcome: str = "ok"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) -> TenantConfig:
+    """The tenant policy for a principal; an unknown tenant is forbidden."""
+    tenant = tenants.get(principal.tenant)
+    if tenant is None:
+        raise Forbidden("Forbidden: unknown tenant")
+    return tenant
+
+
+def upstream_headers(backend: BackendConfig, tenant: TenantConfig, principal: Principal) -> dict[str, str]:
+    """Headers a backend gets for this tenant: the backend's, then the tenant's overrides.
+
+    The client's own token is never among them.
+    """
+    headers = {**backend.headers, **tenant.backend_headers.get(backend.name, {})}
+    if backend.identity_headers:
+        headers["X-MCP-Tenant"] = principal.tenant
+        headers["X-MCP-Subject"] = principal.subject
+    return headers

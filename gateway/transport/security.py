@@ -1,0 +1,57 @@
+"""DNS-rebinding protection: refuse foreign Origin headers, and foreign Hosts on loopback."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from gateway.config import ServerConfig
+from gateway.errors import Forbidden
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_NAMES or host.startswith("127.")
+
+
+def _hostname(value: str) -> str:
+    """The host part of a Host header or an origin, without port, lower-cased."""
+    netloc = urlsplit(value).netloc if "://" in value else value
+    if netloc.startswith("["):
+        return netloc[: netloc.find("]") + 1].lower()
+    return netloc.rsplit(":", 1)[0].lower() if netloc.count(":") == 1 else netloc.lower()
+
+
+class OriginPolicy:
+    def __init__(self, server: ServerConfig) -> None:
+        self.loopback = is_loopback(server.host)
+        self.allowed = {o.rstrip("/").lower() for o in server.allowed_origins}
+        self.public_host = _hostname(server.public_url) if server.public_url else None
+
+    def check(self, origin: str | None, host: str | None) -> None:
+        if self.loopback and host is not None and not is_loopback(_hostname(host)):
+            raise Forbidden("Forbidden: Host not allowed")
+        if origin is None:
+            return  # SDK clients and servers send none
+        if origin.rstrip("/").lower() in self.allowed:
+            return
+        name = _hostname(origin)
+        if (self.public_host and name == self.public_host) or (self.loopback and is_loopback(name)):
+            return
+        raise Forbidden("Forbidden: Origin not allowed")
+
+
+def setup_origin_check(app: web.Application, server: ServerConfig, path: str) -> None:
+    """Checks every request to the MCP endpoint (probes and metrics are not browser targets)."""
+    policy = OriginPolicy(server)
+
+    @web.middleware
+    async def origin_check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == path:
+            policy.check(request.headers.get("Origin"), request.headers.get("Host"))
+        return await handler(request)
+
+    app.middlewares.append(origin_check)
