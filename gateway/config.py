@@ -169,7 +169,8 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from exc
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{file}: not valid YAML ({detail})") from exc
     return parse_config(raw if raw is not None else {}, env)
 
 
@@ -334,7 +335,7 @@ def _build_config(root: _Section) -> Config:
         backends=_backends(root),
         tenants=_tenants(root),
         admin=_read(root.section("admin"), lambda s: AdminConfig(scope=s.get("scope", str, "mcpgw:admin"))),
-        metrics=_read(root.section("metrics"), lambda s: MetricsConfig(port=s.integer("port", None, minimum=1))),
+        metrics=_read(root.section("metrics"), lambda s: MetricsConfig(port=_port(s, "port", None, minimum=1))),
         logging=_read(root.section("logging"), _logging),
     )
     root.done()
@@ -348,13 +349,20 @@ def _server(s: _Section) -> ServerConfig:
         raise ConfigError(f"{s.where('path')}: must start with /")
     return ServerConfig(
         host=s.get("host", str, "127.0.0.1"),
-        port=s.integer("port", 8080) or 0,
+        port=_port(s, "port", 8080) or 0,
         path=path,
         max_body_bytes=s.integer("max_body_bytes", 1_048_576, minimum=1024) or 1_048_576,
         allowed_origins=s.strings("allowed_origins", ()),
         shutdown_grace_seconds=s.number("shutdown_grace_seconds", 20.0),
         public_url=s.get("public_url", str, None),
     )
+
+
+def _port(s: _Section, key: str, default: int | None, *, minimum: int = 0) -> int | None:
+    port = s.integer(key, default, minimum=minimum)
+    if port is not None and port > 65535:
+        raise ConfigError(f"{s.where(key)}: must be a port number (0-65535)")
+    return port
 
 
 def _store(s: _Section) -> StoreConfig:
@@ -509,7 +517,7 @@ def _tenant(name: str) -> Callable[[_Section], TenantConfig]:
             tools_deny=deny,
             rate_limit=_rate_limit(s.section("rate_limit")),
             backend_headers={
-                str(b): _Section({"h": h}, s.where(f"backend_headers.{b}")).string_map("h")
+                str(b): _Section({str(b): h}, s.where("backend_headers")).string_map(str(b))
                 for b, h in headers.items()
             },
         )

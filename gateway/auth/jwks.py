@@ -49,23 +49,35 @@ class JwksCache:
         return self._fetched_at is None or self.clock() - self._fetched_at >= self.min_refetch_seconds
 
     async def _fetch(self) -> None:
-        """Replace the key set; on any failure keep the cached keys (an IdP outage is survivable)."""
-        self._fetched_at = self.clock()
+        """Replace the key set; on any failure keep the cached keys (an IdP outage is survivable).
+
+        The fetch time is recorded when the fetch ends, so callers arriving meanwhile wait on
+        the lock and then see the new keys instead of being refused.
+        """
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         try:
-            async with self._session.get(self.url) as response:
-                response.raise_for_status()
-                body = await response.content.read(MAX_JWKS_BYTES + 1)
-            if len(body) > MAX_JWKS_BYTES:
-                raise ValueError("JWKS document too large")
-            keys = jwt.PyJWKSet.from_json(body.decode()).keys
-        except (aiohttp.ClientError, TimeoutError, ValueError, jwt.PyJWTError) as exc:
+            keys = jwt.PyJWKSet.from_json((await self._download()).decode()).keys
+        except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, AttributeError, KeyError,
+                jwt.PyJWTError) as exc:
             log.warning("jwks_fetch_failed", url=self.url, error=type(exc).__name__,
                         cached_keys=len(self._keys))
             return
+        finally:
+            self._fetched_at = self.clock()
         self._keys = {k.key_id or f"#{i}": k for i, k in enumerate(keys)}
         log.info("jwks_fetched", url=self.url, keys=len(self._keys))
+
+    async def _download(self) -> bytes:
+        assert self._session is not None
+        body = bytearray()
+        async with self._session.get(self.url) as response:
+            response.raise_for_status()
+            async for chunk in response.content.iter_chunked(65536):
+                body += chunk
+                if len(body) > MAX_JWKS_BYTES:
+                    raise ValueError("JWKS document too large")
+        return bytes(body)
 
     async def close(self) -> None:
         if self._session is not None:

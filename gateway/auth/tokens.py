@@ -36,6 +36,10 @@ def _bearer(header: str | None) -> str | None:
 
 
 def _pop_params_token(data: Any) -> str | None:
+    """Remove `params.token` from a message, or from every message of a batch (first one wins)."""
+    if isinstance(data, list):
+        tokens = [_pop_params_token(item) for item in data]
+        return next((t for t in tokens if t is not None), None)
     params = data.get("params") if isinstance(data, dict) else None
     if not isinstance(params, dict) or "token" not in params:
         return None

@@ -80,7 +80,11 @@ class TenantView:
             validator = self._validators[entry.exposed] = _compile(entry.tool.get("inputSchema"))
         if validator is False:
             return None
-        error = schema_errors.best_match(validator.iter_errors(arguments))
+        try:
+            error = schema_errors.best_match(validator.iter_errors(arguments))
+        except Exception:  # e.g. an unresolvable $ref: a schema we cannot evaluate is the backend's to judge
+            self._validators[entry.exposed] = False
+            return None
         if error is None:
             return None
         where = "/".join(str(p) for p in error.absolute_path)
