@@ -57,9 +57,7 @@ class Upstream(Protocol):
         Raises UpstreamError.
         """
 
-    async def notify(
-        self, method: str, params: JsonObject | None, *, session_key: str = ""
-    ) -> None:
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
         """Send a notification (e.g. notifications/cancelled); best effort, never raises."""
 
     def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:

@@ -1,0 +1,456 @@
+"""The Streamable HTTP upstream: MCP over POST (JSON or SSE replies) with aiohttp.
+
+One pooled `aiohttp.ClientSession` per backend. Each `session_key` (a tenant, or "" for
+the gateway's own catalogue work) gets its own backend session: `Mcp-Session-Id`,
+negotiated protocol version, handshake done lazily and once. A 404 on a session means the
+backend forgot it (restart, idle expiry): the session is re-created and the request sent
+once more. For the gateway's own session a background GET stream listens for
+`notifications/tools/list_changed`.
+
+Cancelling the task that awaits `request()` (or its timeout) sends the backend
+`notifications/cancelled` with the upstream id; callers never see upstream ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+import structlog
+from multidict import CIMultiDict
+
+from gateway.protocol.sse import SseDecoder, SseEvent
+from gateway.upstream.base import (
+    CANCELLED,
+    INITIALIZED,
+    LIST_CHANGED,
+    PROGRESS,
+    BackgroundTasks,
+    Backoff,
+    JsonObject,
+    ListChangedCallbacks,
+    NotificationHandler,
+    UpstreamError,
+    answer_backend_request,
+    check_response,
+    initialize_params,
+    message_kind,
+    negotiated_version,
+    notification_message,
+    progress_token,
+    request_message,
+    restore_progress_token,
+    swap_progress_token,
+)
+
+SESSION_HEADER = "Mcp-Session-Id"
+"""Backend session id, issued on the initialize response."""
+VERSION_HEADER = "MCP-Protocol-Version"
+"""Negotiated protocol version, sent on every request after initialize."""
+ACCEPT_POST = "application/json, text/event-stream"
+"""A POST must accept both reply forms."""
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
+CLOSE_TIMEOUT = 2.0
+"""Seconds close() spends ending backend sessions (DELETE) before giving up."""
+NOTIFY_TIMEOUT = 5.0
+"""Seconds a best-effort notification may take."""
+DEFAULT_RETRY_MS = 1000
+"""Reconnect delay for a POST stream closed early when the backend sent no `retry`."""
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, ConnectionError)
+"""Refused, reset, DNS, broken streams (ConnectionError: a raw reset can slip past aiohttp)."""
+
+_log = structlog.get_logger("gateway.upstream")
+
+
+@dataclass(eq=False)
+class _Session:
+    """One backend session; `headers` are those of the handshake (reused by DELETE, GET)."""
+
+    key: str
+    headers: CIMultiDict[str]
+    session_id: str | None = None
+    protocol_version: str | None = None
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where the notifications about one request go, and how its token maps back."""
+
+    request_id: int
+    token: str | None
+    original_token: Any
+    handler: NotificationHandler | None
+
+
+class _SessionExpired(UpstreamError):
+    """The backend answered 404 to our session id; a second one in a row is `unavailable`."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__("unavailable", f"{backend}: backend session expired (HTTP 404)")
+
+
+class HttpUpstream:
+    """An MCP backend reached over Streamable HTTP."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        url: str,
+        headers: Mapping[str, str],
+        max_connections: int,
+        protocol_version: str = "2025-11-25",
+        client_info: Mapping[str, Any],
+    ) -> None:
+        self.name = name
+        self._url = url
+        self._headers = CIMultiDict(headers)
+        self._max_connections = max_connections
+        self._protocol_version = protocol_version
+        self._client_info = dict(client_info)
+        self._http: aiohttp.ClientSession | None = None
+        self._sessions: dict[str, _Session] = {}
+        self._handshake_locks: dict[str, asyncio.Lock] = {}
+        self._ids = itertools.count(1)
+        self._tasks = BackgroundTasks(name)
+        self._list_changed = ListChangedCallbacks(self._tasks)
+        self._listener: asyncio.Task[None] | None = None
+
+    # --- the Upstream protocol ----------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._http is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            # No aiohttp timeouts: request() bounds the whole exchange with asyncio.timeout.
+            timeout = aiohttp.ClientTimeout(total=None)
+            self._http = aiohttp.ClientSession(connector=connector, timeout=timeout)
+
+    async def request(
+        self,
+        method: str,
+        params: JsonObject | None,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        session_key: str = "",
+        headers: Mapping[str, str] | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> JsonObject:
+        merged = self._merge(headers)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._request(method, params, session_key, merged, on_notification)
+        except TimeoutError as exc:
+            raise UpstreamError("timeout", f"{self.name}: {method} timed out ({timeout}s)") from exc
+
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
+        session = self._sessions.get(session_key)
+        if session is not None:  # no session: the backend has nothing to be notified about
+            await self._post_quietly(session, notification_message(method, params))
+
+    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self._list_changed.add(callback)
+
+    async def close(self) -> None:
+        http, self._http = self._http, None
+        if http is None:
+            return
+        await self._tasks.cancel_all()
+        sessions = [s for s in self._sessions.values() if s.session_id]
+        self._sessions.clear()
+        with suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await asyncio.gather(*(self._delete(http, s) for s in sessions), return_exceptions=True)
+        await http.close()
+
+    # --- sessions -----------------------------------------------------------------------
+
+    def _merge(self, headers: Mapping[str, str] | None) -> CIMultiDict[str]:
+        """Configured headers, overridden (case-insensitively) by this call's."""
+        if not headers:
+            return self._headers
+        merged = self._headers.copy()
+        merged.update(headers)
+        return merged
+
+    async def _request(
+        self,
+        method: str,
+        params: JsonObject | None,
+        key: str,
+        headers: CIMultiDict[str],
+        on_notification: NotificationHandler | None,
+    ) -> JsonObject:
+        session = await self._session(key, headers)
+        try:
+            return await self._call(session, method, params, headers, on_notification)
+        except _SessionExpired:
+            self._forget(session)
+        session = await self._session(key, headers)  # one fresh handshake, one retry
+        return await self._call(session, method, params, headers, on_notification)
+
+    async def _session(self, key: str, headers: CIMultiDict[str]) -> _Session:
+        """The session for `key`, handshaking first if needed (one handshake at a time)."""
+        session = self._sessions.get(key)
+        if session is not None:
+            return session
+        async with self._handshake_locks.setdefault(key, asyncio.Lock()):
+            return self._sessions.get(key) or await self._handshake(key, headers)
+
+    async def _handshake(self, key: str, headers: CIMultiDict[str]) -> _Session:
+        session = _Session(key, headers)
+        params = initialize_params(self._protocol_version, self._client_info)
+        reply = await self._call(session, "initialize", params, headers, None)
+        session.protocol_version = negotiated_version(self.name, reply)
+        status = await self._send_one_way(session, notification_message(INITIALIZED, None))
+        if not 200 <= status < 300:
+            raise UpstreamError("unavailable", f"{self.name}: initialized got HTTP {status}")
+        self._sessions[key] = session
+        if key == "":
+            self._start_listener(session)
+        return session
+
+    def _forget(self, session: _Session) -> None:
+        """Drop `session` unless a concurrent request already replaced it."""
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            raise UpstreamError("unavailable", f"{self.name}: upstream not started or closed")
+        return self._http
+
+    def _session_headers(self, session: _Session, headers: CIMultiDict[str]) -> CIMultiDict[str]:
+        result = headers.copy()
+        result["Accept"] = ACCEPT_POST
+        result["Content-Type"] = JSON
+        if session.protocol_version:
+            result[VERSION_HEADER] = session.protocol_version
+        if session.session_id:
+            result[SESSION_HEADER] = session.session_id
+        return result
+
+    # --- one request --------------------------------------------------------------------
+
+    async def _call(
+        self,
+        session: _Session,
+        method: str,
+        params: JsonObject | None,
+        headers: CIMultiDict[str],
+        on_notification: NotificationHandler | None,
+    ) -> JsonObject:
+        request_id = next(self._ids)
+        token = f"{self.name}-{request_id}"  # unique across this upstream's active requests
+        params, original = swap_progress_token(params, token)
+        route = _Route(request_id, token if original is not None else None, original, on_notification)
+        try:
+            return await self._exchange(session, request_message(request_id, method, params), headers, route)
+        except asyncio.CancelledError:
+            if method != "initialize":  # initialize must never be cancelled
+                self._cancel_upstream(session, request_id)
+            raise
+
+    async def _exchange(
+        self, session: _Session, message: JsonObject, headers: CIMultiDict[str], route: _Route
+    ) -> JsonObject:
+        """POST one request and read its reply; aiohttp failures become `unavailable`."""
+        try:
+            async with self._client().post(
+                self._url,
+                data=orjson.dumps(message),
+                headers=self._session_headers(session, headers),
+            ) as resp:
+                if message["method"] == "initialize":
+                    session.session_id = resp.headers.get(SESSION_HEADER)
+                return await self._reply(resp, session, route)
+        except _TRANSPORT_ERRORS as exc:
+            raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}") from exc
+
+    async def _reply(self, resp: aiohttp.ClientResponse, session: _Session, route: _Route) -> JsonObject:
+        if resp.status == 404 and session.session_id:
+            raise _SessionExpired(self.name)
+        if not 200 <= resp.status < 300:
+            return await self._error_reply(resp, route.request_id)
+        if resp.content_type == JSON:
+            return check_response(self.name, await self._json_body(resp), route.request_id)
+        if resp.content_type == EVENT_STREAM:
+            return await self._read_stream(resp, session, route)
+        raise UpstreamError("bad_response", f"{self.name}: HTTP {resp.status} {resp.content_type}")
+
+    async def _error_reply(self, resp: aiohttp.ClientResponse, request_id: int) -> JsonObject:
+        """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
+        if resp.content_type == JSON:
+            with suppress(UpstreamError):
+                message = check_response(self.name, await self._json_body(resp), request_id)
+                if "error" in message:
+                    return message
+        raise UpstreamError("unavailable", f"{self.name}: HTTP {resp.status}")
+
+    async def _json_body(self, resp: aiohttp.ClientResponse) -> Any:
+        return self._decode(await resp.read())
+
+    def _decode(self, data: bytes | str) -> Any:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError("bad_response", f"{self.name}: reply is not JSON") from exc
+
+    # --- SSE replies --------------------------------------------------------------------
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse, session: _Session, route: _Route) -> JsonObject:
+        """Read events up to our response; resume by GET if the backend closes early."""
+        decoder = SseDecoder()
+        reply = await self._consume(resp, decoder, session, route)
+        while reply is None:
+            if decoder.last_event_id is None:
+                raise UpstreamError("bad_response", f"{self.name}: stream ended without a response")
+            reply = await self._resume(decoder, session, route)
+        return reply
+
+    async def _resume(self, decoder: SseDecoder, session: _Session, route: _Route) -> JsonObject | None:
+        await asyncio.sleep((decoder.retry or DEFAULT_RETRY_MS) / 1000)
+        headers = self._stream_headers(session, decoder)
+        async with self._client().get(self._url, headers=headers) as resp:
+            if resp.status != 200 or resp.content_type != EVENT_STREAM:
+                raise UpstreamError("unavailable", f"{self.name}: resume got HTTP {resp.status}")
+            decoder.reconnected()
+            return await self._consume(resp, decoder, session, route)
+
+    def _stream_headers(self, session: _Session, decoder: SseDecoder) -> CIMultiDict[str]:
+        headers = self._session_headers(session, session.headers)
+        headers["Accept"] = EVENT_STREAM
+        headers.popall("Content-Type", None)
+        if decoder.last_event_id is not None:
+            headers["Last-Event-ID"] = decoder.last_event_id
+        return headers
+
+    async def _consume(
+        self, resp: aiohttp.ClientResponse, decoder: SseDecoder, session: _Session, route: _Route
+    ) -> JsonObject | None:
+        # iter_any, not line iteration: one event may exceed aiohttp's line-length limit.
+        async for chunk in resp.content.iter_any():
+            for event in decoder.feed(chunk):
+                reply = await self._on_event(event, session, route)
+                if reply is not None:
+                    return reply
+        return None
+
+    async def _on_event(self, event: SseEvent, session: _Session, route: _Route) -> JsonObject | None:
+        if event.event != "message" or not event.data:
+            return None  # priming event or an event type MCP does not use
+        message = self._decode(event.data)
+        kind = message_kind(message)
+        if kind == "response":
+            return check_response(self.name, message, route.request_id)
+        if kind == "notification":
+            await self._on_notification(message, route)
+        elif kind == "request":
+            self._answer(session, message)
+        return None
+
+    async def _on_notification(self, message: JsonObject, route: _Route) -> None:
+        if message["method"] == LIST_CHANGED:
+            self._list_changed.fire()
+            return
+        if route.handler is None:
+            return
+        if message["method"] == PROGRESS:
+            if route.token is None or progress_token(message) != route.token:
+                return  # not about this request's progress
+            message = restore_progress_token(message, route.original_token)
+        try:
+            await route.handler(message)
+        except Exception:  # the caller's handler must not break the exchange
+            _log.exception("notification handler failed", backend=self.name)
+
+    # --- messages the gateway sends on its own ---------------------------------------------
+
+    def _answer(self, session: _Session, request: JsonObject) -> None:
+        """Refuse a backend->gateway request (or answer ping) so the backend does not hang."""
+        self._tasks.spawn(self._post_quietly(session, answer_backend_request(request)), "answer")
+
+    def _cancel_upstream(self, session: _Session, request_id: int) -> None:
+        if self._http is None:
+            return
+        params = {"requestId": request_id, "reason": "cancelled by the gateway"}
+        self._tasks.spawn(self._post_quietly(session, notification_message(CANCELLED, params)), "cancel")
+
+    async def _post_quietly(self, session: _Session, message: JsonObject) -> None:
+        try:
+            async with asyncio.timeout(NOTIFY_TIMEOUT):
+                await self._send_one_way(session, message)
+        except (UpstreamError, TimeoutError) as exc:
+            _log.debug("upstream message lost", backend=self.name, error=str(exc))
+
+    async def _send_one_way(self, session: _Session, message: JsonObject) -> int:
+        """POST a notification or response; return the HTTP status (202 expected)."""
+        headers = self._session_headers(session, session.headers)
+        try:
+            async with self._client().post(self._url, data=orjson.dumps(message), headers=headers) as resp:
+                return resp.status
+        except _TRANSPORT_ERRORS as exc:
+            raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}") from exc
+
+    async def _delete(self, http: aiohttp.ClientSession, session: _Session) -> None:
+        headers = self._session_headers(session, session.headers)
+        async with http.delete(self._url, headers=headers):
+            pass
+
+    # --- the GET stream (server -> gateway notifications) ----------------------------------
+
+    def _start_listener(self, session: _Session) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+        self._listener = self._tasks.spawn(self._listen(session), "listen")
+
+    async def _listen(self, session: _Session) -> None:
+        """Keep a GET stream open while `session` lives; stop if the backend has none."""
+        backoff, decoder = Backoff(), SseDecoder()
+        while self._sessions.get(session.key) is session:
+            try:
+                status = await self._listen_once(session, decoder, backoff)
+            except (*_TRANSPORT_ERRORS, UpstreamError) as exc:
+                _log.debug("upstream stream broke", backend=self.name, error=repr(exc))
+                status = 0
+            if _stream_refused(status):
+                _log.debug("upstream offers no GET stream", backend=self.name, status=status)
+                return
+            await asyncio.sleep(backoff.next())
+
+    async def _listen_once(self, session: _Session, decoder: SseDecoder, backoff: Backoff) -> int:
+        async with self._client().get(self._url, headers=self._stream_headers(session, decoder)) as resp:
+            if resp.status != 200 or resp.content_type != EVENT_STREAM:
+                return resp.status
+            backoff.reset()
+            decoder.reconnected()
+            async for chunk in resp.content.iter_any():
+                for event in decoder.feed(chunk):
+                    self._on_stream_event(session, event)
+            return resp.status
+
+    def _on_stream_event(self, session: _Session, event: SseEvent) -> None:
+        if event.event != "message" or not event.data:
+            return
+        try:
+            message = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            _log.warning("upstream sent a non-JSON event", backend=self.name)
+            return
+        kind = message_kind(message)
+        if kind == "notification" and message["method"] == LIST_CHANGED:
+            self._list_changed.fire()
+        elif kind == "request":
+            self._answer(session, message)
+
+
+def _stream_refused(status: int) -> bool:
+    """A 4xx other than conflict/throttling means: no GET stream here, stop asking."""
+    return 400 <= status < 500 and status not in (408, 409, 429)

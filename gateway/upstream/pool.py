@@ -1,0 +1,45 @@
+"""One upstream per configured backend, created from config and closed together."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+
+from gateway.config import BackendConfig
+from gateway.upstream.base import Upstream
+from gateway.upstream.http import HttpUpstream
+from gateway.upstream.stdio import StdioUpstream
+
+CLIENT_INFO = {"name": "mcp-gateway", "version": "0.1.0"}
+
+
+def make_upstream(backend: BackendConfig) -> Upstream:
+    if backend.transport == "http":
+        assert backend.url is not None
+        return HttpUpstream(
+            backend.name,
+            url=backend.url,
+            headers=dict(backend.headers),
+            max_connections=backend.max_connections,
+            client_info=CLIENT_INFO,
+        )
+    return StdioUpstream(
+        backend.name, command=list(backend.command), env=dict(backend.env), cwd=backend.cwd, client_info=CLIENT_INFO
+    )
+
+
+class UpstreamPool:
+    def __init__(self, backends: Sequence[BackendConfig]) -> None:
+        self._upstreams = {b.name: make_upstream(b) for b in backends}
+
+    def get(self, name: str) -> Upstream:
+        return self._upstreams[name]
+
+    def __iter__(self) -> Iterator[Upstream]:
+        return iter(self._upstreams.values())
+
+    async def start(self) -> None:
+        await asyncio.gather(*(u.start() for u in self))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(u.close() for u in self), return_exceptions=True)

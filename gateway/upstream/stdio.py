@@ -1,0 +1,426 @@
+"""The stdio upstream: a supervised child process speaking newline-delimited JSON-RPC.
+
+One child per backend serves every `session_key`: a stdio server talks to exactly one
+client, and a child per tenant would multiply processes; so stdio backends see the
+gateway as their one client, and tenant separation is the gateway's policy alone.
+`headers` are ignored (stdio credentials come from the configured `env`).
+
+Concurrent requests share the pipe: each gets a fresh upstream id and an inbox that the
+reader task fills with its progress notifications and, last, its response. The caller
+drains its own inbox, so a slow notification handler never stalls other requests.
+A supervisor task restarts a dead child with exponential backoff; while it is down,
+requests fail at once with `unavailable`. To cancel a request, cancel the task awaiting
+`request()`: the child then gets `notifications/cancelled` with the upstream id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
+from typing import Any
+
+import orjson
+import structlog
+
+from gateway.upstream.base import (
+    CANCELLED,
+    INITIALIZED,
+    LIST_CHANGED,
+    PROGRESS,
+    BackgroundTasks,
+    Backoff,
+    JsonObject,
+    ListChangedCallbacks,
+    NotificationHandler,
+    UpstreamError,
+    answer_backend_request,
+    initialize_params,
+    message_kind,
+    negotiated_version,
+    notification_message,
+    progress_token,
+    request_message,
+    restore_progress_token,
+    swap_progress_token,
+)
+
+INHERITED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+    "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT",
+)  # fmt: skip
+"""The only gateway environment variables a child inherits (no secrets leak by default)."""
+MAX_LINE = 64 * 1024 * 1024
+"""Longest accepted line (one JSON-RPC message) from the child."""
+STOP_WAIT = 2.0
+"""Seconds to wait after closing stdin, then again after SIGTERM, before SIGKILL."""
+HEALTHY_AFTER = 60.0
+"""A child that ran this long resets the restart backoff."""
+NOTIFY_TIMEOUT = 5.0
+"""Seconds a best-effort write (notification, cancel, refusal) may take."""
+
+_log = structlog.get_logger("gateway.upstream")
+Process = asyncio.subprocess.Process
+
+
+class _Pending:
+    """One request in flight; the reader puts progress notifications, then the response."""
+
+    __slots__ = ("inbox", "original_token")
+
+    def __init__(self, original_token: Any) -> None:
+        self.original_token = original_token
+        self.inbox: asyncio.Queue[JsonObject | UpstreamError] = asyncio.Queue()
+
+
+class StdioUpstream:
+    """An MCP backend run as a child process over stdin/stdout."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        protocol_version: str = "2025-11-25",
+        client_info: Mapping[str, Any],
+        start_timeout: float = 30.0,
+        restart_delays: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.name = name
+        self.protocol_version: str | None = None  # negotiated by the current child
+        self._command = list(command)
+        self._env = _child_env(env)
+        self._cwd = cwd
+        self._requested_version = protocol_version
+        self._client_info = dict(client_info)
+        self._start_timeout = start_timeout
+        self._restart_delays = restart_delays
+        self._process: Process | None = None
+        self._ready = False
+        self._closing = False
+        self._attempted = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._by_token: dict[str, _Pending] = {}
+        self._write_lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._tasks = BackgroundTasks(name)
+        self._list_changed = ListChangedCallbacks(self._tasks)
+
+    @property
+    def pid(self) -> int | None:
+        """The serving child's process id, or None while it is down."""
+        return self._process.pid if self._ready and self._process is not None else None
+
+    # --- the Upstream protocol ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the supervisor and wait for the first spawn and handshake, failed or not."""
+        if self._supervisor is None:
+            self._closing = False
+            self._supervisor = asyncio.create_task(self._supervise(), name=f"stdio:{self.name}")
+        await self._attempted.wait()
+
+    async def request(
+        self,
+        method: str,
+        params: JsonObject | None,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        session_key: str = "",
+        headers: Mapping[str, str] | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> JsonObject:
+        if not self._ready or self._process is None:
+            raise UpstreamError("unavailable", f"{self.name}: backend process is not running")
+        return await self._call(self._process, method, params, timeout, on_notification)
+
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
+        if self._ready and self._process is not None:
+            await self._write_quietly(self._process, notification_message(method, params))
+
+    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self._list_changed.add(callback)
+
+    async def close(self) -> None:
+        self._closing = True
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is not None:
+            supervisor.cancel()  # its cleanup stops the child gracefully
+            await asyncio.gather(supervisor, return_exceptions=True)
+        if self._process is not None:  # the cleanup itself was interrupted
+            await _stop_process(self._process)
+            self._process = None
+        await self._tasks.cancel_all()
+
+    # --- one request --------------------------------------------------------------------
+
+    async def _call(
+        self,
+        process: Process,
+        method: str,
+        params: JsonObject | None,
+        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        on_notification: NotificationHandler | None,
+    ) -> JsonObject:
+        request_id = next(self._ids)
+        token = f"{self.name}-{request_id}"  # unique across this child's active requests
+        params, original = swap_progress_token(params, token)
+        pending = self._register(request_id, token if original is not None else None, original)
+        try:
+            async with asyncio.timeout(timeout):
+                await self._write(process, request_message(request_id, method, params))
+                return await self._wait(pending, on_notification)
+        except TimeoutError as exc:
+            self._cancel_upstream(process, method, request_id)
+            raise UpstreamError("timeout", f"{self.name}: {method} timed out ({timeout}s)") from exc
+        except asyncio.CancelledError:
+            self._cancel_upstream(process, method, request_id)
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            self._by_token.pop(token, None)
+
+    def _register(self, request_id: int, token: str | None, original: Any) -> _Pending:
+        pending = _Pending(original)
+        self._pending[request_id] = pending
+        if token is not None:
+            self._by_token[token] = pending
+        return pending
+
+    async def _wait(self, pending: _Pending, on_notification: NotificationHandler | None) -> JsonObject:
+        while True:
+            item = await pending.inbox.get()
+            if isinstance(item, UpstreamError):
+                raise item
+            if "method" not in item:
+                return item  # the response; notifications only come before it
+            if on_notification is not None:
+                await self._deliver(on_notification, item, pending.original_token)
+
+    async def _deliver(self, handler: NotificationHandler, message: JsonObject, original: Any) -> None:
+        try:
+            await handler(restore_progress_token(message, original))
+        except Exception:  # the caller's handler must not break the exchange
+            _log.exception("notification handler failed", backend=self.name)
+
+    def _cancel_upstream(self, process: Process, method: str, request_id: int) -> None:
+        if method == "initialize":  # initialize must never be cancelled
+            return
+        params = {"requestId": request_id, "reason": "cancelled by the gateway"}
+        message = notification_message(CANCELLED, params)
+        self._tasks.spawn(self._write_quietly(process, message), "cancel")
+
+    # --- writing ------------------------------------------------------------------------
+
+    async def _write(self, process: Process, message: JsonObject) -> None:
+        """Write one line; the lock keeps lines whole and drains in order."""
+        if process.stdin is None or process.returncode is not None:
+            raise UpstreamError("unavailable", f"{self.name}: backend process is not running")
+        line = orjson.dumps(message) + b"\n"
+        try:
+            async with self._write_lock:
+                process.stdin.write(line)
+                await process.stdin.drain()
+        except ConnectionError as exc:
+            raise UpstreamError("unavailable", f"{self.name}: backend stdin closed") from exc
+
+    async def _write_quietly(self, process: Process, message: JsonObject) -> None:
+        """Best effort, bounded: a child that stopped reading stdin must not hold us."""
+        with suppress(UpstreamError, TimeoutError):
+            async with asyncio.timeout(NOTIFY_TIMEOUT):
+                await self._write(process, message)
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError:  # over MAX_LINE; what follows of it is dropped as garbage
+                _log.warning("backend line too long, dropped", backend=self.name)
+                continue
+            if not line:  # the child is gone (or mute): nothing pending can be answered
+                self._ready = False
+                self._fail_pending()
+                return
+            self._on_line(line)
+
+    def _on_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:  # e.g. a print() in the backend: log, keep serving
+            text = line[:200].decode(errors="replace").rstrip()
+            _log.warning("backend wrote a non-JSON line", backend=self.name, line=text)
+            return
+        for item in message if isinstance(message, list) else [message]:
+            self._route(item)
+
+    def _route(self, message: Any) -> None:
+        kind = message_kind(message)
+        if kind == "response":
+            self._on_response(message)
+        elif kind == "notification":
+            self._on_notification(message)
+        elif kind == "request":
+            reply = answer_backend_request(message)
+            self._tasks.spawn(self._write_quietly_current(reply), "answer")
+        else:
+            _log.warning("backend sent an invalid message", backend=self.name)
+
+    def _on_response(self, message: JsonObject) -> None:
+        request_id = message["id"]
+        pending = self._pending.get(request_id) if type(request_id) is int else None
+        if pending is None:  # late (after a timeout) or bogus
+            _log.warning("response to an unknown request", backend=self.name, id=repr(request_id))
+            return
+        pending.inbox.put_nowait(message)
+
+    def _on_notification(self, message: JsonObject) -> None:
+        method = message["method"]
+        if method == LIST_CHANGED:
+            self._list_changed.fire()
+            return
+        token = progress_token(message) if method == PROGRESS else None
+        pending = self._by_token.get(token) if isinstance(token, str) else None
+        if pending is not None:
+            pending.inbox.put_nowait(message)
+        else:
+            _log.debug("backend notification dropped", backend=self.name, method=method)
+
+    async def _write_quietly_current(self, message: JsonObject) -> None:
+        if self._process is not None:
+            await self._write_quietly(self._process, message)
+
+    async def _forward_stderr(self, stderr: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stderr.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip()
+            _log.info("backend stderr", backend=self.name, line=text)
+
+    # --- the child's life ---------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        """Run the child; when it dies, wait (backoff) and run it again, until close()."""
+        loop = asyncio.get_running_loop()
+        backoff = Backoff(*self._restart_delays)
+        try:
+            while not self._closing:
+                started = loop.time()
+                await self._run_child()
+                self._attempted.set()
+                if self._closing:
+                    return
+                if loop.time() - started >= HEALTHY_AFTER:
+                    backoff.reset()
+                delay = backoff.next()
+                _log.warning("backend process down, restarting", backend=self.name, delay=delay)
+                await asyncio.sleep(delay)
+        finally:
+            self._attempted.set()  # start() never waits for a supervisor that is gone
+
+    async def _run_child(self) -> None:
+        """Spawn, handshake and serve until the child exits; leave no child behind."""
+        try:
+            process = await self._spawn()
+        except (OSError, ValueError) as exc:
+            _log.error("cannot start backend", backend=self.name, error=str(exc))
+            return
+        self._process = process
+        assert process.stdout is not None and process.stderr is not None
+        reader = self._tasks.spawn(self._read_stdout(process.stdout), "stdout")
+        stderr = self._tasks.spawn(self._forward_stderr(process.stderr), "stderr")
+        try:
+            await self._serve(process, reader)
+        finally:
+            self._ready = False
+            self._fail_pending()
+            await _stop_process(process)
+            await _cancel(reader, stderr)
+            self._process = None
+
+    async def _spawn(self) -> Process:
+        return await asyncio.create_subprocess_exec(
+            *self._command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._env,
+            cwd=self._cwd,
+            limit=MAX_LINE,
+        )
+
+    async def _serve(self, process: Process, reader: asyncio.Task[None]) -> None:
+        if not await self._handshake(process):
+            return
+        self._ready = True
+        self._attempted.set()
+        _log.info("backend started", backend=self.name, pid=process.pid)
+        exited = asyncio.ensure_future(process.wait())
+        try:  # stdout EOF also ends it: a child that closed stdout cannot answer
+            await asyncio.wait({exited, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+        _log.warning("backend process exited", backend=self.name, status=process.returncode)
+
+    async def _handshake(self, process: Process) -> bool:
+        params = initialize_params(self._requested_version, self._client_info)
+        try:
+            reply = await self._call(process, "initialize", params, self._start_timeout, None)
+            self.protocol_version = negotiated_version(self.name, reply)
+            await self._write(process, notification_message(INITIALIZED, None))
+        except UpstreamError as exc:
+            _log.error("backend handshake failed", backend=self.name, reason=exc.reason, error=str(exc))
+            return False
+        return True
+
+    def _fail_pending(self) -> None:
+        for pending in self._pending.values():
+            message = f"{self.name}: backend process exited"
+            pending.inbox.put_nowait(UpstreamError("unavailable", message))
+
+
+def _child_env(configured: Mapping[str, str]) -> dict[str, str]:
+    env = {key: value for key in INHERITED_ENV if (value := os.environ.get(key)) is not None}
+    env.update(configured)
+    return env
+
+
+async def _stop_process(process: Process) -> None:
+    """Close stdin (stdio servers exit on EOF), then SIGTERM, then SIGKILL; always reap."""
+    if process.stdin is not None:
+        process.stdin.close()
+    if await _exited(process, STOP_WAIT):
+        return
+    with suppress(ProcessLookupError):
+        process.terminate()
+    if await _exited(process, STOP_WAIT):
+        return
+    with suppress(ProcessLookupError):
+        process.kill()
+    await process.wait()
+
+
+async def _exited(process: Process, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(process.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _cancel(*tasks: asyncio.Task[None]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
