@@ -6,6 +6,7 @@ when, after adding one emission interval T = 1/rate, the TAT is at most `burst *
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -65,29 +66,49 @@ return {1, '0'}
 """
 
 
+REDIS_RETRY_SECONDS = 1.0
+"""While Redis is down, ask it again at most this often; in between, memory answers at once."""
+
+REDIS_TIMEOUT_SECONDS = 0.5
+"""A Redis that does not answer in time counts as down (a black-holed host would hang requests)."""
+
+
 class RedisRateLimiter:
     """Shared counters in Redis; if Redis fails, this process's own counters take over."""
 
-    def __init__(self, redis: Any, *, key_prefix: str, fallback: MemoryRateLimiter | None = None) -> None:
+    def __init__(self, redis: Any, *, key_prefix: str, fallback: MemoryRateLimiter | None = None,
+                 clock: Callable[[], float] = time.monotonic, retry_seconds: float = REDIS_RETRY_SECONDS,
+                 timeout_seconds: float = REDIS_TIMEOUT_SECONDS) -> None:
         self.redis = redis
         self.key_prefix = key_prefix
         self.fallback = fallback or MemoryRateLimiter()
+        self.clock = clock
+        self.retry_seconds = retry_seconds
+        self.timeout_seconds = timeout_seconds
         self._script = redis.register_script(GCRA_SCRIPT)
         self.degraded = False
+        self._retry_at = 0.0
 
     async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
+        if self.degraded and self.clock() < self._retry_at:
+            return self.fallback.check_now(tenant, limit)
         key = f"{self.key_prefix}ratelimit:{tenant}"
         try:
-            allowed, ahead = await self._script(keys=[key], args=[1.0 / limit.requests_per_second, limit.burst])
+            async with asyncio.timeout(self.timeout_seconds):
+                allowed, ahead = await self._script(keys=[key], args=[1.0 / limit.requests_per_second, limit.burst])
         except Exception as exc:  # any Redis trouble: never fail a request because of it
-            if not self.degraded:
-                log.warning("ratelimit_redis_unavailable", error=type(exc).__name__)
-            self.degraded = True
+            self._degrade(exc)
             return self.fallback.check_now(tenant, limit)
         if self.degraded:
             log.info("ratelimit_redis_recovered")
             self.degraded = False
         return bool(int(allowed)), float(ahead)
+
+    def _degrade(self, exc: Exception) -> None:
+        if not self.degraded:
+            log.warning("ratelimit_redis_unavailable", error=type(exc).__name__)
+        self.degraded = True
+        self._retry_at = self.clock() + self.retry_seconds
 
 
 def retry_after_header(seconds: float) -> str:

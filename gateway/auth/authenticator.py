@@ -17,6 +17,7 @@ from aiohttp import web
 
 from gateway.auth.api_keys import ApiKeyIndex
 from gateway.auth.jwks import JwksCache
+from gateway.auth.metadata import resource_metadata_url
 from gateway.auth.tokens import extract_token
 from gateway.auth.verifier import InvalidToken, JwtVerifier, claim, scopes_of
 from gateway.config import Config
@@ -88,7 +89,9 @@ class Authenticator:
         if scope:
             parts.append(f'scope="{scope}"')
         if request is not None:
-            parts.append(f'resource_metadata="{resource_metadata_url(self.config, request)}"')
+            # the Host header is client input: keep it from breaking out of the quoted string
+            url = resource_metadata_url(self.config, request).replace('"', "").replace("\\", "")
+            parts.append(f'resource_metadata="{url}"')
         return {"WWW-Authenticate": "Bearer " + ", ".join(parts)}
 
     async def _verify(self, token: str) -> Principal:
@@ -120,14 +123,3 @@ class Authenticator:
         if len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
 
-
-def resource_metadata_url(config: Config, request: web.Request) -> str:
-    """Where the RFC 9728 document for this gateway's MCP endpoint lives (path-inserted form)."""
-    if config.server.public_url:
-        base = config.server.public_url.rstrip("/")
-        scheme, _, rest = base.partition("://")
-        host, _, _ = rest.partition("/")
-        origin = f"{scheme}://{host}"
-    else:
-        origin = f"{request.scheme}://{request.host}"
-    return f"{origin}/.well-known/oauth-protected-resource{config.server.path}"

@@ -54,6 +54,10 @@ class JwtVerifier:
             raise InvalidToken("claims") from exc
         except jwt.PyJWTError as exc:
             raise InvalidToken("signature") from exc
+        except (TypeError, ValueError) as exc:
+            # pyjwt raises these when the token's alg does not fit the key (an RS256 token
+            # naming an EC key's kid): attacker input, so a 401, never a 500.
+            raise InvalidToken("key_mismatch") from exc
 
     async def _key(self, header: dict[str, Any]) -> Any:
         if header["alg"].startswith("HS"):
