@@ -38,6 +38,7 @@ class RequestContext:
     backend: str | None = None
     outcome: str = "ok"
     extra: dict[str, Any] = field(default_factory=dict)
+    traceparent: str | None = None  # W3C trace context for HTTP backends (logs.traceparent_for)
 
 
 def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) -> TenantConfig:
@@ -49,12 +50,23 @@ def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) ->
 
 
 def upstream_headers(backend: BackendConfig, tenant: TenantConfig, principal: Principal) -> dict[str, str]:
-    """Headers a backend gets for this tenant: the backend's, then the tenant's overrides.
+    """Headers a backend gets for this tenant: the backend's, then the tenant's overrides,
+    then the identity headers if the backend asked for them.
 
     The client's own token is never among them.
     """
-    headers = {**backend.headers, **tenant.backend_headers.get(backend.name, {})}
-    if backend.identity_headers:
-        headers["X-MCP-Tenant"] = principal.tenant
-        headers["X-MCP-Subject"] = principal.subject
+    identity = {"X-MCP-Tenant": principal.tenant, "X-MCP-Subject": principal.subject}
+    if not backend.identity_headers:
+        identity = {}
+    headers: dict[str, str] = {}
+    for layer in (backend.headers, tenant.backend_headers.get(backend.name, {}), identity):
+        _override(headers, layer)
     return headers
+
+
+def _override(headers: dict[str, str], layer: Mapping[str, str]) -> None:
+    """Header names are case-insensitive: `authorization` replaces `Authorization`, never joins it."""
+    for name, value in layer.items():
+        for existing in [k for k in headers if k.lower() == name.lower()]:
+            del headers[existing]
+        headers[name] = value
