@@ -1,12 +1,20 @@
-"""structlog setup and the canonical one-line-per-request log."""
+"""structlog setup, the canonical one-line-per-request log, request ids and trace context.
+
+One middleware sees every HTTP request: it assigns the request id and the W3C trace context,
+and when the reply is done writes the canonical log line and the request metrics, so both
+agree on outcome and duration. Start and stop lines bracket the app's life.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import structlog
 from aiohttp import web
@@ -14,11 +22,24 @@ from aiohttp.typedefs import Handler
 
 from gateway import keys
 from gateway.config import LoggingConfig
+from gateway.metrics import exemplar
+from gateway.protocol import spec
 
 REQUEST_ID_HEADER = "X-Request-Id"
+TRACEPARENT_HEADER = "traceparent"
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
+_ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
+NEW_TRACE_FLAGS = "01"
+"""Flags of a trace the gateway starts: sampled, so parent-based samplers in backends record it."""
+QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+"""Probes and scrapes arrive every few seconds; their lines go out at debug level."""
+
+HTTP_OUTCOMES = {401: "unauthorized", 403: "forbidden", 429: "rate_limited"}
+"""Outcome of a request refused at the HTTP layer, by status (other 4xx: bad_request)."""
 
 log = structlog.get_logger("gateway.request")
+lifecycle_log = structlog.get_logger("gateway")
 
 
 def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
@@ -47,33 +68,121 @@ def request_id_of(request: web.Request) -> str:
     return given if _SAFE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
+def traceparent_for(given: str | None) -> str:
+    """The traceparent backends get: the client's trace with a new span id of ours, or a new trace.
+
+    The gateway is a hop in the client's trace, so it keeps the trace id and flags and puts
+    its own span id in; an absent or malformed header (W3C Trace Context §3.2) starts a trace.
+    """
+    parsed = _TRACEPARENT.fullmatch(given.strip()) if given else None
+    if parsed and _usable(parsed):
+        trace_id, flags = parsed[2], f"{int(parsed[4], 16) & 0x03:02x}"  # version 00 defines 2 flag bits
+    else:
+        trace_id, flags = os.urandom(16).hex(), NEW_TRACE_FLAGS
+    return f"00-{trace_id}-{os.urandom(8).hex()}-{flags}"
+
+
+def _usable(parsed: re.Match[str]) -> bool:
+    version, trace_id, span_id, _, rest = parsed.groups()
+    if version == "ff" or (version == "00" and rest):  # ff is invalid; 00 has exactly four fields
+        return False
+    return trace_id != _ZERO_TRACE and span_id != _ZERO_SPAN
+
+
+def outcome_of(ctx: object | None, status: int) -> str:
+    """One word for how a request ended, shared by the log line and `mcpgw_requests_total`."""
+    if status >= 500:
+        return "error"
+    if status >= 400:
+        return HTTP_OUTCOMES.get(status, "bad_request")
+    return getattr(ctx, "outcome", "ok")
+
+
+@dataclass(slots=True)
+class _Totals:
+    """What the stop line reports: requests on the MCP endpoint, how many failed, uptime."""
+
+    requests: int = 0
+    errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
 def setup_request_log(app: web.Application) -> None:
+    totals = _Totals()
+    mcp_path = app[keys.CONFIG].server.path
+    app.middlewares.append(_request_log(mcp_path, totals))
+    app.on_response_prepare.append(_echo_request_id)
+    app.on_startup.append(_log_started(totals))  # runs after every cleanup_ctx startup: the state is built
+    app.on_cleanup.append(_log_stopped(totals))  # runs after every cleanup_ctx teardown
+
+
+def _request_log(mcp_path: str, totals: _Totals) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     @web.middleware
     async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
-        request_id = request[keys.REQUEST_ID] = request_id_of(request)
+        request[keys.REQUEST_ID] = request_id_of(request)
+        request[keys.TRACEPARENT] = traceparent_for(request.headers.get(TRACEPARENT_HEADER))
+        # JSON-RPC traffic is POSTs; GET streams live for hours and DELETEs end sessions.
+        rpc = request.method == "POST" and request.path == mcp_path
+        metrics = request.app.get(keys.METRICS)
+        if rpc and metrics is not None:
+            metrics.inflight_add(1)
         started = time.perf_counter()
         status = 500
         try:
             response = await handler(request)
             status = response.status
-            response.headers[REQUEST_ID_HEADER] = request_id
             return response
         except web.HTTPException as exc:
             status = exc.status
-            exc.headers[REQUEST_ID_HEADER] = request_id
             raise
         finally:
-            _log_line(request, request_id, status, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            if rpc and metrics is not None:
+                metrics.inflight_add(-1)
+            outcome = outcome_of(request.get(keys.CONTEXT), status)
+            if request.path == mcp_path:
+                _count(request, totals, rpc, outcome, status, seconds)
+            _log_line(request, outcome, status, seconds)
 
-    app.middlewares.append(request_log)
+    return request_log
 
 
-def _log_line(request: web.Request, request_id: str, status: int, seconds: float) -> None:
+async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """X-Request-Id on every reply, streams included (their headers leave before the handler ends)."""
+    request_id = request.get(keys.REQUEST_ID)
+    if request_id is not None:
+        response.headers[REQUEST_ID_HEADER] = request_id
+
+
+def _count(request: web.Request, totals: _Totals, rpc: bool, outcome: str, status: int, seconds: float) -> None:
+    """Totals for the stop line, and the request metrics of the MCP endpoint."""
+    totals.requests += 1
+    totals.errors += outcome != "ok"
+    metrics = request.app.get(keys.METRICS)
+    if metrics is None:
+        return
     ctx = request.get(keys.CONTEXT)
     principal = request.get(keys.PRINCIPAL)
-    log.info(
+    tenant = principal.tenant if principal else None
+    if status == 429:
+        metrics.rate_limit_hit(tenant)
+    if rpc:
+        metrics.request_done(method=ctx.method if ctx else None, tenant=tenant, outcome=outcome, seconds=seconds,
+                             exemplar=exemplar(request[keys.REQUEST_ID], request.get(keys.TRACEPARENT)))
+    if request.method == "DELETE" or (ctx is not None and ctx.method == spec.INITIALIZE):
+        sessions = request.app.get(keys.SESSIONS)
+        if sessions is not None:  # the count changes here; other changes show up at scrape time
+            metrics.sessions_observed(sessions.count())
+
+
+def _log_line(request: web.Request, outcome: str, status: int, seconds: float) -> None:
+    ctx = request.get(keys.CONTEXT)
+    principal = request.get(keys.PRINCIPAL)
+    emit = log.debug if request.path in QUIET_PATHS else log.info
+    emit(
         "request",
-        request_id=request_id,
+        request_id=request[keys.REQUEST_ID],
+        trace_id=request[keys.TRACEPARENT][3:35],
         http_method=request.method,
         path=request.path,  # never the query string: it may carry a token
         tenant=principal.tenant if principal else None,
@@ -82,6 +191,24 @@ def _log_line(request: web.Request, request_id: str, status: int, seconds: float
         tool=ctx.tool if ctx else None,
         backend=ctx.backend if ctx else None,
         status=status,
-        outcome=(ctx.outcome if ctx else ("ok" if status < 400 else "refused")),
+        outcome=outcome,
         duration_ms=round(seconds * 1000, 3),
     )
+
+
+def _log_started(totals: _Totals) -> Callable[[web.Application], Awaitable[None]]:
+    async def log_started(app: web.Application) -> None:
+        totals.started = time.monotonic()
+        config = app[keys.CONFIG]
+        lifecycle_log.info("gateway_started", path=config.server.path, backends=len(config.backends),
+                           tenants=len(config.tenants), metrics_port=config.metrics.port, pid=os.getpid())
+
+    return log_started
+
+
+def _log_stopped(totals: _Totals) -> Callable[[web.Application], Awaitable[None]]:
+    async def log_stopped(app: web.Application) -> None:
+        lifecycle_log.info("gateway_shutdown", requests=totals.requests, errors=totals.errors,
+                           uptime_seconds=round(time.monotonic() - totals.started, 3), pid=os.getpid())
+
+    return log_stopped
