@@ -1,0 +1,6 @@
+"""The benchmark: a stub MCP backend, a load generator, scenarios and a report.
+
+`python -m bench [--quick] [--scenarios 1,2,3] [--repeat N] [--requests N] [--out DIR]`
+runs the same load direct to a backend and through the gateway, interleaved, and writes
+`bench/results/latest.{json,md,png}` with the ratios and the targets (PASS/MISS).
+"""
