@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(config: Config, args: argparse.Namespace) -> int:
+    if args.workers > 1:
+        from gateway.lifecycle import share_metrics_between_processes
+
+        share_metrics_between_processes()  # before the server's imports load prometheus_client
     from gateway.server import serve
 
     return serve(config, host=args.host, port=args.port, workers=args.workers)

@@ -15,7 +15,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -46,7 +48,7 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
     """JSON lines on stdout (or console rendering when stderr is a terminal and format=auto)."""
     out = stream or sys.stdout
     console = config.format == "console" or (config.format == "auto" and sys.stderr.isatty())
-    renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer(_orjson_dumps)
     level = getattr(logging, config.level.upper())
     structlog.configure(
         processors=[
@@ -57,9 +59,15 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(out),
+        # One write per line (not line, then newline), so lines of --workers never interleave.
+        logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
+
+
+def _orjson_dumps(event: Any, **_: Any) -> str:
+    """orjson is several times faster than json.dumps on the per-request line."""
+    return orjson.dumps(event, default=str).decode()
 
 
 def request_id_of(request: web.Request) -> str:

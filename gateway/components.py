@@ -1,0 +1,67 @@
+"""The transport-free core of the gateway, shared by the HTTP app and stdio mode.
+
+Both transports need the same four parts wired the same way: upstreams to the backends,
+the catalogue built from them, the dispatcher that answers MCP methods, and the
+authenticator that turns a token into a principal. `build_components` wires them;
+`start` and `close` bring them up and down in dependency order.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.auth.authenticator import Authenticator
+from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.store import MemorySnapshotStore, SnapshotStore
+from gateway.config import Config
+from gateway.dispatch import Dispatcher
+from gateway.upstream.pool import UpstreamPool
+
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+
+
+@dataclass(slots=True)
+class Components:
+    pool: UpstreamPool
+    catalogue: CatalogueService
+    dispatcher: Dispatcher
+    authenticator: Authenticator
+
+    async def start(self) -> None:
+        """Spawn and connect the upstreams, then start building the catalogue from them."""
+        await self.pool.start()
+        await self.catalogue.start()
+
+    async def close(self) -> None:
+        """Stop refreshing first (it uses the upstreams), then end upstream sessions and children."""
+        await self.catalogue.stop()
+        await self.pool.close()
+        await self.authenticator.close()
+
+
+def build_components(config: Config, *, list_changed: bool, store: SnapshotStore | None = None,
+                     metrics: Metrics | None = None) -> Components:
+    """Wire the core from a config; nothing runs until `start()`. `metrics` is the app's, if any."""
+    pool = UpstreamPool(config.backends, on_circuit_change=metrics.circuit_observed if metrics else None)
+    catalogue = CatalogueService(config=config, pool=pool, store=store or MemorySnapshotStore(), metrics=metrics)
+    dispatcher = Dispatcher(config=config, catalogue=catalogue, pool=pool, list_changed=list_changed,
+                            metrics=metrics)
+    return Components(pool=pool, catalogue=catalogue, dispatcher=dispatcher,
+                      authenticator=Authenticator(config, on_failure=metrics.auth_failed if metrics else None))
+
+
+def kill_children(pool: UpstreamPool) -> list[int]:
+    """SIGKILL the pool's running stdio children: the last resort of a forced exit, so none is orphaned."""
+    killed = []
+    for upstream in pool:
+        pid = getattr(upstream, "pid", None)  # only stdio upstreams have a child process
+        if isinstance(pid, int):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed

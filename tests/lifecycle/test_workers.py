@@ -1,0 +1,131 @@
+"""`mcp-gateway serve --workers N`: forked workers on one port, supervised and stopped together."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import signal
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from lifecycle.processes import (
+    HOST,
+    MCP_HEADERS,
+    GatewayProcess,
+    children_of,
+    free_port,
+    gateway_config,
+    initialize,
+    socket_owner,
+    wait_gone,
+)
+
+pytestmark = [pytest.mark.timeout(90), pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs /proc")]
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+MAX_CONNECTIONS = 200
+
+
+def _redis_up() -> bool:
+    try:
+        with socket.create_connection((HOST, 6379), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _redis_config(tmp_path: Path, port: int) -> Path:
+    store = {"redis_url": REDIS_URL, "key_prefix": f"mcpgw-test-{uuid.uuid4().hex[:8]}:"}
+    return gateway_config(tmp_path, port=port, grace=5.0, store=store)
+
+
+def _healthz_owner(port: int, workers: list[int]) -> int | None:
+    """GET /healthz on a new connection; which worker process answered it."""
+    with socket.create_connection((HOST, port), timeout=5) as sock:
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+        head = sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        return socket_owner(sock, workers)  # asked while the connection is still open
+
+
+async def test_more_than_one_worker_without_redis_is_refused(start_gateway: Any, tmp_path: Path) -> None:
+    port = free_port()
+    gateway = await start_gateway(gateway_config(tmp_path, port=port), port, "--workers", "2", ready=False)
+    assert await gateway.wait_exit() == 2
+    assert "store.redis_url" in gateway.output()
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+async def test_two_workers_answer_on_one_port_and_sigterm_stops_them_all(start_gateway: Any, tmp_path: Path) -> None:
+    port = free_port()
+    gateway: GatewayProcess = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
+    workers = children_of(gateway.pid)
+    assert len(workers) == 2
+    everything = gateway.tree()  # the workers and each one's stdio children
+    assert len(everything) >= 4
+
+    answered: set[int | None] = set()
+    for _ in range(MAX_CONNECTIONS):
+        answered.add(await asyncio.to_thread(_healthz_owner, port, workers))
+        if answered >= set(workers):
+            break
+    assert answered == set(workers), "both workers should accept connections on the shared port"
+
+    gateway.signal(signal.SIGTERM)
+    assert await gateway.wait_exit() == 0
+    assert await wait_gone(everything) == []
+    assert len([e for e in gateway.events() if e.get("event") == "gateway_stopped"]) == 2
+
+
+def _shared_sessions() -> bool:
+    """Whether a Redis-backed session store exists yet (another part of the project)."""
+    sessions = importlib.import_module("gateway.transport.sessions")
+    return any(name.startswith("Redis") for name in dir(sessions))
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+@pytest.mark.skipif(not _shared_sessions(), reason="the Redis session store is not implemented yet")
+async def test_a_session_works_on_every_worker(start_gateway: Any, tmp_path: Path) -> None:
+    port = free_port()
+    gateway = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
+    async with aiohttp.ClientSession() as opener:
+        session_id = await initialize(opener, gateway.url())
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    headers = {**MCP_HEADERS, "Mcp-Session-Id": session_id}
+    for _ in range(20):  # a new connection each time, so both workers get some
+        async with aiohttp.ClientSession() as session, \
+                session.post(gateway.url(), data=body, headers=headers) as response:
+            assert response.status == 200
+            assert any(t["name"] == "calc__add" for t in (await response.json())["result"]["tools"])
+    gateway.signal(signal.SIGTERM)
+    assert await gateway.wait_exit() == 0
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+async def test_a_worker_dying_right_after_start_stops_the_rest_instead_of_looping(
+        start_gateway: Any, tmp_path: Path) -> None:
+    port = free_port()
+    gateway = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
+    everything = gateway.tree()
+    os.kill(children_of(gateway.pid)[0], signal.SIGKILL)
+    assert await gateway.wait_exit() == 1
+    assert await wait_gone(everything) == []
+    assert gateway.event("workers_crash_loop")
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+async def test_workers_whose_parent_is_killed_drain_and_exit(start_gateway: Any, tmp_path: Path) -> None:
+    port = free_port()
+    gateway = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
+    everything = gateway.tree()
+    gateway.signal(signal.SIGKILL)
+    assert await gateway.wait_exit() == -signal.SIGKILL
+    assert await wait_gone(everything, timeout=15) == [], "orphaned workers must not live on"
