@@ -101,7 +101,12 @@ def _set_claim(claims: dict[str, Any], path: str, value: Any) -> None:
 def _catalogue(config: Config, args: argparse.Namespace) -> int:
     from gateway.catalogue.refresher import CatalogueService
     from gateway.catalogue.store import MemorySnapshotStore
+    from gateway.config import LoggingConfig
+    from gateway.logs import configure_logging
     from gateway.upstream.pool import UpstreamPool
+
+    # stdout is the listing; only warnings (a backend that could not be reached) go to stderr
+    configure_logging(LoggingConfig(level="warning", format="json"), stream=sys.stderr)
 
     if args.tenant and args.tenant not in config.tenants:
         print(f"error: unknown tenant {args.tenant!r}", file=sys.stderr)
@@ -119,7 +124,8 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
         if args.tenant:
             entries = service.view(config.tenants[args.tenant]).entries
         for entry in entries:
-            print(f"{entry.exposed}\t{entry.backend}\t{entry.tool.get('description', '')[:80]}")
+            summary = " ".join(str(entry.tool.get("description", "")).split())[:80]
+            print(f"{entry.exposed}\t{entry.backend}\t{summary}")
         for name, snapshot in service.current.snapshots.items():
             if snapshot.status != "ok":
                 print(f"# backend {name}: {snapshot.status} ({snapshot.error})", file=sys.stderr)
