@@ -17,6 +17,9 @@ from typing import Any, TypeVar
 
 import yaml
 
+from gateway.store.urls import SCHEMES as STORE_SCHEMES
+from gateway.store.urls import StoreUrlError, check_store_url
+
 BACKEND_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{0,32}$")
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -95,6 +98,17 @@ class CatalogueConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CircuitConfig:
+    """Circuit breaker of one backend (see gateway.upstream.breaker); 0 turns a trigger off."""
+
+    failures: int = 5
+    failure_ratio: float = 0.5
+    min_calls: int = 20
+    window_seconds: float = 30.0
+    cooldown_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
 class BackendConfig:
     name: str
     transport: str  # "http" | "stdio"
@@ -107,6 +121,19 @@ class BackendConfig:
     timeout_seconds: float = 30.0
     max_connections: int = 100
     identity_headers: bool = False
+    # Reliability limits (gateway.routing): calls in flight and waiting, reply size,
+    # hard cap on a call whose deadline progress keeps extending, retries of unsent requests.
+    max_concurrency: int = 100
+    max_queue: int = 1000
+    max_response_bytes: int = 16 * 1024 * 1024
+    max_call_seconds: float | None = None  # None: 10 x timeout_seconds
+    retries: int = 2
+    circuit: CircuitConfig = field(default_factory=CircuitConfig)
+
+    @property
+    def call_cap_seconds(self) -> float:
+        """The hard cap on one call, however much progress the backend reports."""
+        return self.max_call_seconds if self.max_call_seconds is not None else 10 * self.timeout_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,8 +394,12 @@ def _port(s: _Section, key: str, default: int | None, *, minimum: int = 0) -> in
 
 def _store(s: _Section) -> StoreConfig:
     url = s.get("redis_url", str, None)
-    if url and not url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://")):
+    if url and not url.startswith(STORE_SCHEMES):  # Sentinel and Cluster forms too: gateway.store.urls
         raise ConfigError(f"{s.where('redis_url')}: must be a redis://, rediss:// or unix:// URL")
+    try:
+        check_store_url(url or "redis://")
+    except StoreUrlError as exc:
+        raise ConfigError(f"{s.where('redis_url')}: {exc}") from exc
     return StoreConfig(
         redis_url=url or None,
         key_prefix=s.get("key_prefix", str, "mcpgw:"),
@@ -489,6 +520,7 @@ def _backend(s: _Section) -> BackendConfig:
         timeout_seconds=s.number("timeout_seconds", 30.0, minimum=0.001),
         max_connections=s.integer("max_connections", 100, minimum=1) or 100,
         identity_headers=s.get("identity_headers", bool, False),
+        **_backend_limits(s),
     )
     if transport == "http" and not (backend.url or "").startswith(("http://", "https://")):
         raise ConfigError(f"{s.where('url')}: required, an http:// or https:// URL")
@@ -497,6 +529,34 @@ def _backend(s: _Section) -> BackendConfig:
     if transport not in ("http", "stdio"):
         raise ConfigError(f"{s.where('transport')}: must be http or stdio")
     return backend
+
+
+def _backend_limits(s: _Section) -> dict[str, Any]:
+    timeout = s.number("timeout_seconds", 30.0, minimum=0.001)
+    cap = s.get("max_call_seconds", float, None)
+    if cap is not None and cap < timeout:
+        raise ConfigError(f"{s.where('max_call_seconds')}: must be a number >= timeout_seconds ({timeout:g})")
+    return {
+        "max_concurrency": s.integer("max_concurrency", 100, minimum=1) or 100,
+        "max_queue": s.integer("max_queue", 1000, minimum=0) or 0,
+        "max_response_bytes": s.integer("max_response_bytes", 16 * 1024 * 1024, minimum=1024) or 1024,
+        "max_call_seconds": cap,
+        "retries": min(s.integer("retries", 2, minimum=0) or 0, 5),
+        "circuit": _read(s.section("circuit"), _circuit),
+    }
+
+
+def _circuit(s: _Section) -> CircuitConfig:
+    ratio = s.number("failure_ratio", 0.5)
+    if ratio > 1:
+        raise ConfigError(f"{s.where('failure_ratio')}: must be a number between 0 and 1")
+    return CircuitConfig(
+        failures=s.integer("failures", 5, minimum=0) or 0,
+        failure_ratio=ratio,
+        min_calls=s.integer("min_calls", 20, minimum=1) or 1,
+        window_seconds=s.number("window_seconds", 30.0, minimum=0.01),
+        cooldown_seconds=s.number("cooldown_seconds", 10.0, minimum=0.01),
+    )
 
 
 def _tenants(root: _Section) -> dict[str, TenantConfig]:

@@ -5,8 +5,9 @@ HTTP and stdio both call `Dispatcher.handle`; it never sees a socket or a header
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
@@ -20,6 +21,9 @@ from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
 from gateway.upstream.pool import UpstreamPool
 
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+
 log = structlog.get_logger("gateway.dispatch")
 
 SERVER_INFO = {"name": "mcp-gateway", "title": "MCP Gateway", "version": "0.1.0"}
@@ -29,8 +33,9 @@ Handler = Callable[[Message, RequestContext], Awaitable[Any]]
 
 class Dispatcher:
     def __init__(self, *, config: Config, catalogue: CatalogueService, pool: UpstreamPool,
-                 list_changed: bool = False) -> None:
+                 list_changed: bool = False, metrics: Metrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics
         self.catalogue = catalogue
         self.pool = pool
         self.list_changed = list_changed
@@ -46,6 +51,7 @@ class Dispatcher:
         if not message.is_request:
             return None
         assert message.id is not None and message.method is not None
+        started = time.perf_counter()
         try:
             handler = self._methods.get(message.method)
             if handler is None:
@@ -60,6 +66,9 @@ class Dispatcher:
             log.exception("dispatch_failed", method=message.method, request_id=ctx.request_id)
             ctx.outcome = "error"
             return jsonrpc.error_response(message.id, InternalError("Internal error"))
+        finally:
+            if self.metrics is not None:
+                self.metrics.dispatched(message.method, ctx, time.perf_counter() - started)
 
     # ---------------------------------------------------------------- methods
 
@@ -97,24 +106,28 @@ class Dispatcher:
         forward: JsonObject = {"name": entry.original, "arguments": arguments}
         if isinstance(params.get("_meta"), dict):
             forward["_meta"] = params["_meta"]
+        _check_encodable(forward)
         reply = await self._forward(entry.backend, forward, ctx)
         if "error" in reply:
             ctx.outcome = "backend_error"
-            raise _PassThrough(reply["error"])
+            raise _PassThrough(_encoded(entry.backend, reply["error"], ctx))
         result = reply.get("result")
-        if isinstance(result, dict) and result.get("isError"):
+        if not isinstance(result, dict):  # a CallToolResult is an object; anything else is garbage
+            raise _bad_reply(entry.backend, ctx, "tools/call result is not an object")
+        if result.get("isError"):
             ctx.outcome = "tool_error"
-        return result
+        return _encoded(entry.backend, result, ctx)
 
     async def _forward(self, backend_name: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
         backend = self.config.backend(backend_name)
         assert backend is not None
         upstream = self.pool.get(backend_name)
+        started = time.perf_counter()
         try:
             return await upstream.request(
                 spec.TOOLS_CALL, params, timeout=backend.timeout_seconds,
                 session_key=ctx.principal.tenant,
-                headers=upstream_headers(backend, ctx.tenant, ctx.principal),
+                headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
                 on_notification=ctx.notify,
             )
         except UpstreamError as exc:
@@ -122,6 +135,38 @@ class Dispatcher:
                         error=str(exc), request_id=ctx.request_id)
             reason = exc.reason if exc.reason in BackendError.REASONS else "unavailable"
             raise BackendError(backend_name, reason) from exc
+        finally:
+            if self.metrics is not None:
+                self.metrics.upstream_done(backend_name, spec.TOOLS_CALL, time.perf_counter() - started)
+
+
+def _check_encodable(params: JsonObject) -> None:
+    """orjson reads 1024 levels of nesting but writes only 254: refuse what cannot be forwarded."""
+    try:
+        orjson.dumps(params)
+    except orjson.JSONEncodeError as exc:
+        raise InvalidParams("Invalid params: arguments nested too deeply") from exc
+
+
+def _encoded(backend: str, value: Any, ctx: RequestContext) -> orjson.Fragment:
+    """The backend's reply encoded once, here, so a reply we cannot re-encode is its fault, not a 500."""
+    try:
+        return orjson.Fragment(orjson.dumps(value))
+    except orjson.JSONEncodeError as exc:
+        raise _bad_reply(backend, ctx, "reply cannot be re-encoded (nested too deeply)") from exc
+
+
+def _bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
+    log.warning("backend_call_failed", backend=backend, reason="bad_response", error=detail,
+                request_id=ctx.request_id)
+    return BackendError(backend, "bad_response", detail)
+
+
+def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:
+    """W3C trace context rides along to HTTP backends (stdio upstreams ignore headers)."""
+    if traceparent:
+        headers["traceparent"] = traceparent
+    return headers
 
 
 class _PassThrough(Exception):

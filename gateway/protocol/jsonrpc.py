@@ -37,12 +37,26 @@ class Message:
         return self.method is not None and "id" not in self.raw
 
 
+MAX_ENCODABLE_DEPTH = 254
+"""orjson reads 1024 levels of nesting but writes only this many (and repr() gives up near 1000)."""
+
+
 def loads(body: bytes) -> Any:
-    """Decode a body; anything that is not JSON (or not UTF-8) is a ParseError."""
+    """Decode a body; anything that is not JSON (or not UTF-8) is a ParseError.
+
+    A body nested deeper than the gateway could ever encode again (to forward it, or to
+    quote it in an error) is an InvalidRequest here, so nothing downstream meets it.
+    """
     try:
-        return orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError("Parse error") from exc
+    if body.count(b"[") + body.count(b"{") > MAX_ENCODABLE_DEPTH:  # C-speed filter: the rare deep candidates
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError as exc:
+            raise InvalidRequest("Invalid Request: nested too deeply") from exc
+    return value
 
 
 def parse_message(value: Any) -> Message:

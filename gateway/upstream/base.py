@@ -25,12 +25,18 @@ class UpstreamError(Exception):
     """The backend could not produce a JSON-RPC response for this request.
 
     `reason` is `timeout`, `unavailable` (connect failed, process dead, HTTP 5xx) or
-    `bad_response` (garbage, wrong id, HTML page). The message is for logs only.
+    `bad_response` (garbage, wrong id, HTML page, reply over the size limit); the routing
+    layer adds `circuit_open` and `overloaded`. The message is for logs only.
+
+    `sent` is False only when the request certainly never reached the backend (connection
+    refused, handshake failed, child not running): the one case where even a tools/call
+    may be retried.
     """
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, sent: bool = True) -> None:
         super().__init__(message)
         self.reason = reason
+        self.sent = sent
 
 
 class Upstream(Protocol):
@@ -79,6 +85,8 @@ INITIALIZED = "notifications/initialized"
 """Sent by the client after a successful `initialize`."""
 METHOD_NOT_FOUND = -32601
 """JSON-RPC code for methods the receiver does not offer."""
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""Default cap on one backend message (HTTP body, SSE event, stdio line); more is bad_response."""
 
 
 def request_message(request_id: int, method: str, params: JsonObject | None) -> JsonObject:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from gateway.upstream.base import (
     CANCELLED,
     INITIALIZED,
     LIST_CHANGED,
+    MAX_RESPONSE_BYTES,
     PROGRESS,
     BackgroundTasks,
     Backoff,
@@ -109,11 +110,13 @@ class HttpUpstream:
         max_connections: int,
         protocol_version: str = "2025-11-25",
         client_info: Mapping[str, Any],
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self._url = url
         self._headers = CIMultiDict(headers)
         self._max_connections = max_connections
+        self._max_response_bytes = max_response_bytes
         self._protocol_version = protocol_version
         self._client_info = dict(client_info)
         self._http: aiohttp.ClientSession | None = None
@@ -188,13 +191,20 @@ class HttpUpstream:
         headers: CIMultiDict[str],
         on_notification: NotificationHandler | None,
     ) -> JsonObject:
-        session = await self._session(key, headers)
+        session = await self._ready_session(key, headers)
         try:
             return await self._call(session, method, params, headers, on_notification)
         except _SessionExpired:
             self._forget(session)
-        session = await self._session(key, headers)  # one fresh handshake, one retry
+        session = await self._ready_session(key, headers)  # one fresh handshake, one retry
         return await self._call(session, method, params, headers, on_notification)
+
+    async def _ready_session(self, key: str, headers: CIMultiDict[str]) -> _Session:
+        """`_session`, with a failed handshake marked unsent: the caller's request never left."""
+        try:
+            return await self._session(key, headers)
+        except UpstreamError as exc:
+            raise UpstreamError(exc.reason, str(exc), sent=False) from exc
 
     async def _session(self, key: str, headers: CIMultiDict[str]) -> _Session:
         """The session for `key`, handshaking first if needed (one handshake at a time)."""
@@ -271,6 +281,8 @@ class HttpUpstream:
                 if message["method"] == "initialize":
                     session.session_id = resp.headers.get(SESSION_HEADER)
                 return await self._reply(resp, session, route)
+        except aiohttp.ClientConnectorError as exc:  # no connection, so not one byte of the request went out
+            raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}", sent=False) from exc
         except _TRANSPORT_ERRORS as exc:
             raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
@@ -295,7 +307,41 @@ class HttpUpstream:
         raise UpstreamError("unavailable", f"{self.name}: HTTP {resp.status}")
 
     async def _json_body(self, resp: aiohttp.ClientResponse) -> Any:
-        return self._decode(await resp.read())
+        return self._decode(await self._read_bounded(resp))
+
+    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The body, or bad_response as soon as it passes max_response_bytes (never buffered whole)."""
+        if resp.content_length is not None and resp.content_length > self._max_response_bytes:
+            raise self._too_large(resp)
+        chunks, size = [], 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > self._max_response_bytes:
+                raise self._too_large(resp)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, resp: aiohttp.ClientResponse) -> UpstreamError:
+        resp.close()  # the unread rest must not be left on a pooled connection
+        return UpstreamError("bad_response", f"{self.name}: reply over {self._max_response_bytes} bytes")
+
+    async def _events(self, resp: aiohttp.ClientResponse, decoder: SseDecoder) -> AsyncIterator[SseEvent]:
+        """Decode an SSE body; an event growing past max_response_bytes is cut as bad_response.
+
+        `pending` counts bytes since the last complete event; after a chunk that completed
+        events only its tail can be unfinished, so resetting then undercounts by < one chunk.
+        """
+        pending = 0
+        # iter_any, not line iteration: one event may exceed aiohttp's line-length limit.
+        async for chunk in resp.content.iter_any():
+            pending += len(chunk)
+            if pending > self._max_response_bytes:
+                raise self._too_large(resp)
+            events = decoder.feed(chunk)
+            if events:
+                pending = 0
+            for event in events:
+                yield event
 
     def _decode(self, data: bytes | str) -> Any:
         try:
@@ -318,11 +364,14 @@ class HttpUpstream:
     async def _resume(self, decoder: SseDecoder, session: _Session, route: _Route) -> JsonObject | None:
         await asyncio.sleep((decoder.retry or DEFAULT_RETRY_MS) / 1000)
         headers = self._stream_headers(session, decoder)
-        async with self._client().get(self._url, headers=headers) as resp:
-            if resp.status != 200 or resp.content_type != EVENT_STREAM:
-                raise UpstreamError("unavailable", f"{self.name}: resume got HTTP {resp.status}")
-            decoder.reconnected()
-            return await self._consume(resp, decoder, session, route)
+        try:
+            async with self._client().get(self._url, headers=headers) as resp:
+                if resp.status != 200 or resp.content_type != EVENT_STREAM:
+                    raise UpstreamError("unavailable", f"{self.name}: resume got HTTP {resp.status}")
+                decoder.reconnected()
+                return await self._consume(resp, decoder, session, route)
+        except aiohttp.ClientConnectorError as exc:  # the POST did go out: this must not read as "unsent"
+            raise UpstreamError("unavailable", f"{self.name}: resume failed: {exc}") from exc
 
     def _stream_headers(self, session: _Session, decoder: SseDecoder) -> CIMultiDict[str]:
         headers = self._session_headers(session, session.headers)
@@ -335,9 +384,8 @@ class HttpUpstream:
     async def _consume(
         self, resp: aiohttp.ClientResponse, decoder: SseDecoder, session: _Session, route: _Route
     ) -> JsonObject | None:
-        # iter_any, not line iteration: one event may exceed aiohttp's line-length limit.
-        async for chunk in resp.content.iter_any():
-            for event in decoder.feed(chunk):
+        async with aclosing(self._events(resp, decoder)) as events:
+            async for event in events:
                 reply = await self._on_event(event, session, route)
                 if reply is not None:
                     return reply
@@ -431,8 +479,8 @@ class HttpUpstream:
                 return resp.status
             backoff.reset()
             decoder.reconnected()
-            async for chunk in resp.content.iter_any():
-                for event in decoder.feed(chunk):
+            async with aclosing(self._events(resp, decoder)) as events:
+                async for event in events:
                     self._on_stream_event(session, event)
             return resp.status
 

@@ -1,4 +1,8 @@
-"""One upstream per configured backend, created from config and closed together."""
+"""One upstream per configured backend, created from config and closed together.
+
+Each is wrapped in a `RoutedUpstream` (breaker, limits, deadline, retries), so every
+caller (the dispatcher, the catalogue refresher) gets the same protection.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import asyncio
 from collections.abc import Iterator, Sequence
 
 from gateway.config import BackendConfig
+from gateway.routing import CircuitListener, RoutedUpstream, policy_for
 from gateway.upstream.base import Upstream
 from gateway.upstream.http import HttpUpstream
 from gateway.upstream.stdio import StdioUpstream
@@ -22,17 +27,22 @@ def make_upstream(backend: BackendConfig) -> Upstream:
             headers=dict(backend.headers),
             max_connections=backend.max_connections,
             client_info=CLIENT_INFO,
+            max_response_bytes=backend.max_response_bytes,
         )
     return StdioUpstream(
-        backend.name, command=list(backend.command), env=dict(backend.env), cwd=backend.cwd, client_info=CLIENT_INFO
+        backend.name, command=list(backend.command), env=dict(backend.env), cwd=backend.cwd, client_info=CLIENT_INFO,
+        max_line=backend.max_response_bytes,
     )
 
 
 class UpstreamPool:
-    def __init__(self, backends: Sequence[BackendConfig]) -> None:
-        self._upstreams = {b.name: make_upstream(b) for b in backends}
+    def __init__(self, backends: Sequence[BackendConfig], *, on_circuit_change: CircuitListener | None = None) -> None:
+        self._upstreams = {
+            b.name: RoutedUpstream(make_upstream(b), policy_for(b), on_circuit_change=on_circuit_change)
+            for b in backends
+        }
 
-    def get(self, name: str) -> Upstream:
+    def get(self, name: str) -> RoutedUpstream:
         return self._upstreams[name]
 
     def __iter__(self) -> Iterator[Upstream]:

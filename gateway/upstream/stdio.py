@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
@@ -29,6 +30,7 @@ from gateway.upstream.base import (
     CANCELLED,
     INITIALIZED,
     LIST_CHANGED,
+    MAX_RESPONSE_BYTES,
     PROGRESS,
     BackgroundTasks,
     Backoff,
@@ -52,8 +54,13 @@ INHERITED_ENV = (
     "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT",
 )  # fmt: skip
 """The only gateway environment variables a child inherits (no secrets leak by default)."""
-MAX_LINE = 64 * 1024 * 1024
-"""Longest accepted line (one JSON-RPC message) from the child."""
+HEAD_BYTES = 4096
+"""How much of an over-long line is kept to find out whose response it was."""
+_LEADING_SCALARS = re.compile(
+    rb'\s*\{((?:\s*"[^"\\]*"\s*:\s*(?:"[^"\\]*"|-?\d+|true|false|null)\s*,)*)'
+)
+"""The top-level members before the first object or array (where `id` usually sits)."""
+_ID_MEMBER = re.compile(rb'"id"\s*:\s*(-?\d+)\s*,')
 STOP_WAIT = 2.0
 """Seconds to wait after closing stdin, then again after SIGTERM, before SIGKILL."""
 HEALTHY_AFTER = 60.0
@@ -89,6 +96,7 @@ class StdioUpstream:
         client_info: Mapping[str, Any],
         start_timeout: float = 30.0,
         restart_delays: tuple[float, float] = (0.5, 30.0),
+        max_line: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self.protocol_version: str | None = None  # negotiated by the current child
@@ -99,6 +107,7 @@ class StdioUpstream:
         self._client_info = dict(client_info)
         self._start_timeout = start_timeout
         self._restart_delays = restart_delays
+        self._max_line = max_line
         self._process: Process | None = None
         self._ready = False
         self._closing = False
@@ -136,7 +145,7 @@ class StdioUpstream:
         on_notification: NotificationHandler | None = None,
     ) -> JsonObject:
         if not self._ready or self._process is None:
-            raise UpstreamError("unavailable", f"{self.name}: backend process is not running")
+            raise UpstreamError("unavailable", f"{self.name}: backend process is not running", sent=False)
         return await self._call(self._process, method, params, timeout, on_notification)
 
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
@@ -239,16 +248,34 @@ class StdioUpstream:
 
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         while True:
-            try:
-                line = await stdout.readline()
-            except ValueError:  # over MAX_LINE; what follows of it is dropped as garbage
-                _log.warning("backend line too long, dropped", backend=self.name)
-                continue
-            if not line:  # the child is gone (or mute): nothing pending can be answered
+            line = await self._next_line(stdout)
+            if line is None:  # the child is gone (or mute): nothing pending can be answered
                 self._ready = False
                 self._fail_pending()
                 return
             self._on_line(line)
+
+    async def _next_line(self, stdout: asyncio.StreamReader) -> bytes | None:
+        """The next line, None at EOF. Lines over the limit are dropped, never buffered whole."""
+        while True:
+            try:
+                return await stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # EOF; an unterminated last line still counts
+                return exc.partial or None
+            except asyncio.LimitOverrunError as exc:
+                head = await stdout.readexactly(exc.consumed)  # already buffered: no wait
+                self._line_too_long(head[:HEAD_BYTES])
+                if not await _discard_rest_of_line(stdout):
+                    return None
+
+    def _line_too_long(self, head: bytes) -> None:
+        """Fail the request the line answered, when its id is readable from the line's head."""
+        request_id = leading_id(head)
+        pending = self._pending.get(request_id) if request_id is not None else None
+        _log.warning("backend line too long, dropped", backend=self.name, id=request_id, limit=self._max_line)
+        if pending is not None:
+            reason = f"{self.name}: reply over {self._max_line} bytes"
+            pending.inbox.put_nowait(UpstreamError("bad_response", reason))
 
     def _on_line(self, line: bytes) -> None:
         if not line.strip():
@@ -272,7 +299,15 @@ class StdioUpstream:
             reply = answer_backend_request(message)
             self._tasks.spawn(self._write_quietly_current(reply), "answer")
         else:
-            _log.warning("backend sent an invalid message", backend=self.name)
+            self._on_invalid(message)
+
+    def _on_invalid(self, message: Any) -> None:
+        """E.g. a reply without `result` or `error`: if its id is pending, that call fails now."""
+        request_id = message.get("id") if isinstance(message, dict) else None
+        pending = self._pending.get(request_id) if type(request_id) is int else None
+        _log.warning("backend sent an invalid message", backend=self.name, id=repr(request_id)[:40])
+        if pending is not None:
+            pending.inbox.put_nowait(UpstreamError("bad_response", f"{self.name}: not a JSON-RPC response"))
 
     def _on_response(self, message: JsonObject) -> None:
         request_id = message["id"]
@@ -358,7 +393,7 @@ class StdioUpstream:
             stderr=asyncio.subprocess.PIPE,
             env=self._env,
             cwd=self._cwd,
-            limit=MAX_LINE,
+            limit=self._max_line,
         )
 
     async def _serve(self, process: Process, reader: asyncio.Task[None]) -> None:
@@ -389,6 +424,29 @@ class StdioUpstream:
         for pending in self._pending.values():
             message = f"{self.name}: backend process exited"
             pending.inbox.put_nowait(UpstreamError("unavailable", message))
+
+
+def leading_id(head: bytes) -> int | None:
+    """The integer `id` among a JSON object's leading scalar members, if it is there.
+
+    Only members before the first nested value are read, so an `id` inside `result`
+    can never be mistaken for the envelope's.
+    """
+    members = _LEADING_SCALARS.match(head)
+    found = _ID_MEMBER.search(members.group(1)) if members else None
+    return int(found.group(1)) if found else None
+
+
+async def _discard_rest_of_line(stdout: asyncio.StreamReader) -> bool:
+    """Consume up to and including the next newline, a buffer at a time; False at EOF."""
+    while True:
+        try:
+            await stdout.readuntil(b"\n")
+            return True
+        except asyncio.IncompleteReadError:
+            return False
+        except asyncio.LimitOverrunError as exc:
+            await stdout.readexactly(exc.consumed)
 
 
 def _child_env(configured: Mapping[str, str]) -> dict[str, str]:

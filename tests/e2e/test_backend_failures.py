@@ -88,7 +88,7 @@ async def test_a_slow_call_times_out_with_reason_timeout(gateway: StartGateway, 
 
 
 async def test_a_crashed_stdio_child_is_restarted(gateway: StartGateway, raw_client: Any) -> None:
-    running = await gateway(make_config([stdio_backend("calc")]))
+    running = await gateway(make_config([stdio_backend("calc", circuit={"cooldown_seconds": 0.3})]))
     client = raw_client(running.url, make_token("acme"))
     await client.initialize()
     upstream = running.app[keys.POOL].get("calc")
@@ -98,7 +98,7 @@ async def test_a_crashed_stdio_child_is_restarted(gateway: StartGateway, raw_cli
         body = await client.call("tools/call", {"name": "calc__add", "arguments": {"a": 1, "b": 1}})
         if "result" in body:
             break
-        assert body["error"]["data"]["reason"] == "unavailable"
+        assert body["error"]["data"]["reason"] in ("unavailable", "circuit_open")  # the breaker may open
         await asyncio.sleep(0.1)
     assert body["result"]["structuredContent"] == {"result": 2.0}
     assert upstream.pid != pid  # type: ignore[attr-defined]

@@ -1,0 +1,276 @@
+"""Routing: the policy layer between the gateway (dispatcher, refresher) and one backend.
+
+`RoutedUpstream` wraps a backend's upstream and applies, per call:
+
+1. the circuit breaker: an open circuit fails at once with `circuit_open`;
+2. the concurrency limit with a bounded queue: a call that finds the queue full fails at
+   once with `overloaded` (nothing ever waits in an unbounded queue);
+3. the deadline: `timeout` seconds, extended by `timeout` on every progress notification
+   of the call, never past the hard cap (`max_call_seconds`); when it passes, the call is
+   cancelled, so the upstream tells the backend `notifications/cancelled`;
+4. retries, only where they are safe: a request that never reached the backend, or an
+   idempotent read (`tools/list`, `ping`) that failed with `unavailable`/`bad_response`.
+   A tools/call that may have reached the backend is never sent twice.
+
+The decisions are pure functions (`should_retry`, `retry_delay`, `breaker_outcome`,
+`extended_deadline`) so tests state them as input -> decision; the class only wires them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import structlog
+
+from gateway.config import BackendConfig
+from gateway.upstream.base import PROGRESS, JsonObject, NotificationHandler, Upstream, UpstreamError
+from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, CircuitPolicy, Outcome, Ticket, Transition
+
+log = structlog.get_logger("gateway.routing")
+
+IDEMPOTENT_METHODS = frozenset({"initialize", "tools/list", "ping"})
+"""Reads a backend may see twice without harm."""
+BACKEND_FAILURES = frozenset({"timeout", "unavailable", "bad_response"})
+"""Reasons that count against the breaker; anything else says nothing about the backend."""
+RETRY_BASE_SECONDS = 0.05
+RETRY_MAX_SECONDS = 1.0
+"""Retry n waits uniform(0, min(MAX, BASE * 2**n)) ("full jitter"): callers never retry in step."""
+
+CircuitListener = Callable[[str, str], None]
+"""Called with (backend, new state) on every circuit transition (e.g. Metrics.circuit_observed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoutePolicy:
+    max_concurrency: int = 100
+    max_queue: int = 1000
+    max_call_seconds: float | None = None  # None: 10 x the call's timeout
+    retries: int = 2
+    circuit: CircuitPolicy = field(default_factory=CircuitPolicy)
+
+    def cap(self, timeout: float) -> float:
+        return max(timeout, self.max_call_seconds if self.max_call_seconds is not None else 10 * timeout)
+
+
+def policy_for(backend: BackendConfig) -> RoutePolicy:
+    circuit = backend.circuit
+    return RoutePolicy(
+        max_concurrency=backend.max_concurrency,
+        max_queue=backend.max_queue,
+        max_call_seconds=backend.call_cap_seconds,
+        retries=backend.retries,
+        circuit=CircuitPolicy(failures=circuit.failures, failure_ratio=circuit.failure_ratio,
+                              min_calls=circuit.min_calls, window_seconds=circuit.window_seconds,
+                              cooldown_seconds=circuit.cooldown_seconds),
+    )
+
+
+# ---------------------------------------------------------------- pure decisions
+
+
+def should_retry(method: str, error: UpstreamError, attempt: int, retries: int) -> bool:
+    """Retry attempt `attempt` (0-based) of `method` after `error`?"""
+    if attempt >= retries:
+        return False
+    if not error.sent:
+        return True  # the backend never saw it: sending it now is the first time
+    return method in IDEMPOTENT_METHODS and error.reason in ("unavailable", "bad_response")
+
+
+def retry_delay(attempt: int, rand: Callable[[], float]) -> float:
+    return rand() * min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2**attempt)
+
+
+def breaker_outcome(error: UpstreamError | None) -> Outcome:
+    """A reply (result, tool error or the backend's own JSON-RPC error) is a success."""
+    if error is None:
+        return Outcome.SUCCESS
+    return Outcome.FAILURE if error.reason in BACKEND_FAILURES else Outcome.NEUTRAL
+
+
+def extended_deadline(now: float, started: float, timeout: float, cap: float) -> float:
+    """The deadline after a progress notification at `now`: `timeout` more, within the cap."""
+    return min(now + timeout, started + cap)
+
+
+# ---------------------------------------------------------------- the limiter
+
+
+class Limiter:
+    """At most `concurrency` calls in flight and `queue` waiting; more fail at once."""
+
+    def __init__(self, concurrency: int, queue: int) -> None:
+        self._slots = asyncio.Semaphore(concurrency)
+        self._queue = queue
+        self.waiting = 0
+
+    @asynccontextmanager
+    async def slot(self, backend: str) -> AsyncIterator[None]:
+        if self._slots.locked():
+            if self.waiting >= self._queue:
+                raise UpstreamError("overloaded", f"{backend}: {self.waiting} calls already queued", sent=False)
+            self.waiting += 1
+            try:
+                await self._slots.acquire()
+            finally:
+                self.waiting -= 1
+        else:
+            await self._slots.acquire()
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+# ---------------------------------------------------------------- the routed upstream
+
+
+class RoutedUpstream:
+    """An Upstream that applies breaker, limits, deadline and retries around another."""
+
+    def __init__(self, inner: Upstream, policy: RoutePolicy, *, clock: Callable[[], float] = time.monotonic,
+                 rand: Callable[[], float] = random.random, on_circuit_change: CircuitListener | None = None) -> None:
+        self.name = inner.name
+        self.inner = inner
+        self.policy = policy
+        self._clock = clock
+        self._rand = rand
+        self._on_circuit_change = on_circuit_change
+        self._breaker = CircuitBreaker(policy.circuit)
+        self._limiter = Limiter(policy.max_concurrency, policy.max_queue)
+
+    @property
+    def circuit_state(self) -> str:
+        """closed, open or half_open (shown by /admin/backends and mcpgw_circuit_open)."""
+        return self._breaker.state(self._clock())
+
+    @property
+    def pid(self) -> int | None:
+        """The stdio child's pid (None for HTTP backends), for forced-exit cleanup."""
+        return getattr(self.inner, "pid", None)
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
+        await self.inner.notify(method, params, session_key=session_key)
+
+    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self.inner.on_list_changed(callback)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def request(
+        self,
+        method: str,
+        params: JsonObject | None,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the idle budget, extended by progress
+        session_key: str = "",
+        headers: Mapping[str, str] | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> JsonObject:
+        ticket = self._admit()
+        outcome = Outcome.NEUTRAL  # cancelled by the caller, or never reached the backend
+        try:
+            reply = await self._bounded(method, params, timeout, session_key, headers, on_notification)
+            outcome = Outcome.SUCCESS
+            return reply
+        except _Queued as exc:
+            raise exc.error from None  # waited out its budget in our queue: the backend is not to blame
+        except UpstreamError as exc:
+            outcome = breaker_outcome(exc)
+            raise
+        finally:
+            self._record(ticket, outcome)
+
+    # ---------------------------------------------------------------- breaker
+
+    def _admit(self) -> Ticket:
+        now = self._clock()
+        ticket = self._breaker.admit(now)
+        if ticket is Ticket.REFUSED:
+            wait = self._breaker.retry_after(now)
+            raise UpstreamError("circuit_open", f"{self.name}: circuit open (probe in {wait:.1f}s)", sent=False)
+        if ticket is Ticket.PROBE:
+            log.info("circuit_half_open", backend=self.name)
+            self._notify_change(Transition(OPEN, HALF_OPEN, "cooldown over"))
+        return ticket
+
+    def _record(self, ticket: Ticket, outcome: Outcome) -> None:
+        transition = self._breaker.record(self._clock(), ticket, outcome)
+        if transition is None:
+            return
+        if transition.new == OPEN:
+            log.warning("circuit_opened", backend=self.name, why=transition.why, previous=transition.old,
+                        cooldown_seconds=self.policy.circuit.cooldown_seconds)
+        else:
+            log.info("circuit_closed", backend=self.name, why=transition.why)
+        self._notify_change(transition)
+
+    def _notify_change(self, transition: Transition) -> None:
+        if self._on_circuit_change is not None:
+            self._on_circuit_change(self.name, transition.new)
+
+    # ---------------------------------------------------------------- limits and deadline
+
+    async def _bounded(self, method: str, params: JsonObject | None, timeout: float,  # noqa: ASYNC109
+                       key: str, headers: Mapping[str, str] | None,
+                       on_notification: NotificationHandler | None) -> JsonObject:
+        loop = asyncio.get_running_loop()
+        started, cap = loop.time(), self.policy.cap(timeout)
+        in_slot = False
+        try:
+            async with asyncio.timeout_at(started + timeout) as scope:
+                async with self._limiter.slot(self.name):
+                    in_slot = True
+                    handler = _extending(scope, loop, started, timeout, cap, on_notification)
+                    return await self._attempts(method, params, started + cap, key, headers, handler)
+        except TimeoutError as exc:
+            error = UpstreamError("timeout", f"{self.name}: {method} timed out ({loop.time() - started:.1f}s)")
+            if not in_slot:
+                raise _Queued(error) from exc
+            raise error from exc
+
+    async def _attempts(self, method: str, params: JsonObject | None, hard_deadline: float, key: str,
+                        headers: Mapping[str, str] | None, handler: NotificationHandler) -> JsonObject:
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            try:
+                # The cap is the upstream's own bound: our scope (shorter, or as long) always acts first.
+                return await self.inner.request(method, params, timeout=max(hard_deadline - loop.time(), 0.001),
+                                                session_key=key, headers=headers, on_notification=handler)
+            except UpstreamError as exc:
+                if not should_retry(method, exc, attempt, self.policy.retries):
+                    raise
+                log.debug("upstream_retry", backend=self.name, method=method, reason=exc.reason, attempt=attempt)
+            await asyncio.sleep(retry_delay(attempt, self._rand))
+            attempt += 1
+
+
+class _Queued(Exception):
+    """A timeout that struck while the call still waited for a slot."""
+
+    def __init__(self, error: UpstreamError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _extending(scope: asyncio.Timeout, loop: asyncio.AbstractEventLoop, started: float, timeout: float,
+               cap: float, forward: NotificationHandler | None) -> NotificationHandler:
+    """A notification handler that pushes the deadline on progress, then forwards the message."""
+
+    async def handler(message: JsonObject) -> None:
+        if message.get("method") == PROGRESS:
+            scope.reschedule(extended_deadline(loop.time(), started, timeout, cap))
+        if forward is not None:
+            await forward(message)
+
+    return handler
