@@ -7,6 +7,7 @@ caller (the dispatcher, the catalogue refresher) gets the same protection.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator, Sequence
 
 from gateway.config import BackendConfig
@@ -30,9 +31,19 @@ def make_upstream(backend: BackendConfig) -> Upstream:
             max_response_bytes=backend.max_response_bytes,
         )
     return StdioUpstream(
-        backend.name, command=list(backend.command), env=dict(backend.env), cwd=backend.cwd, client_info=CLIENT_INFO,
-        max_line=backend.max_response_bytes,
+        backend.name, command=stdio_command(backend.command), env=dict(backend.env), cwd=backend.cwd,
+        client_info=CLIENT_INFO, max_line=backend.max_response_bytes,
     )
+
+
+def stdio_command(command: Sequence[str]) -> list[str]:
+    """`python` or `python3` as the program means the gateway's own interpreter.
+
+    So `[python, -m, backends.clock]` runs with the packages the gateway was installed with,
+    whatever PATH the gateway was started with (a desktop client, a service manager).
+    """
+    program, *args = command
+    return [sys.executable, *args] if program in ("python", "python3") else [program, *args]
 
 
 class UpstreamPool:

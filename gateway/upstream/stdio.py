@@ -394,6 +394,9 @@ class StdioUpstream:
             env=self._env,
             cwd=self._cwd,
             limit=self._max_line,
+            # Its own session: a Ctrl-C or SIGTERM sent to the gateway's process group must not
+            # kill backends before the gateway has drained; close() stops them in order.
+            start_new_session=True,
         )
 
     async def _serve(self, process: Process, reader: asyncio.Task[None]) -> None:

@@ -290,3 +290,11 @@ async def test_close_kills_a_child_that_ignores_eof_and_sigterm() -> None:
     await asyncio.wait_for(upstream.close(), 10)
     assert not alive(pid)
     assert leftover_tasks() == []
+
+
+def test_python_as_the_program_means_the_gateways_own_interpreter() -> None:
+    from gateway.upstream.pool import stdio_command
+
+    assert stdio_command(["python", "-m", "backends.clock"]) == [sys.executable, "-m", "backends.clock"]
+    assert stdio_command(["python3", "x.py"]) == [sys.executable, "x.py"]
+    assert stdio_command(["/usr/bin/node", "server.js"]) == ["/usr/bin/node", "server.js"]
