@@ -63,6 +63,30 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
         logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
+    _capture_stdlib_logging(level)
+
+
+class _OneLineHandler(logging.Handler):
+    """Stdlib records (aiohttp, asyncio) as one structlog line each, never a multi-line traceback.
+
+    aiohttp logs every malformed request with its traceback; a hostile client must not be able
+    to flood the log with those, so only the exception's type is kept.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields: dict[str, Any] = {"logger": record.name}
+        if record.exc_info and record.exc_info[0] is not None:
+            fields["error"] = record.exc_info[0].__name__
+        level = "info" if record.name == "aiohttp.server" else record.levelname.lower()
+        structlog.get_logger(record.name).log(getattr(logging, level.upper(), logging.INFO),
+                                              record.getMessage(), **fields)
+
+
+def _capture_stdlib_logging(level: int) -> None:
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if not isinstance(h, _OneLineHandler)]
+    root.addHandler(_OneLineHandler())
+    root.setLevel(max(level, logging.INFO))
 
 
 def _orjson_dumps(event: Any, **_: Any) -> str:

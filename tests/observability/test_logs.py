@@ -126,3 +126,23 @@ async def test_an_unsafe_request_id_is_replaced(gateway: StartGateway) -> None:
                                                          headers={"X-Request-Id": "bad id\u00e9"}) as response:
         assert response.headers["X-Request-Id"] != "bad id\u00e9"
         assert len(response.headers["X-Request-Id"]) == 32
+
+
+def test_a_stdlib_traceback_becomes_one_line_without_the_trace() -> None:
+    import io
+    import logging
+
+    from gateway.config import LoggingConfig
+    from gateway.logs import configure_logging
+
+    buffer = io.StringIO()
+    configure_logging(LoggingConfig(level="info", format="json"), stream=buffer)
+    try:
+        raise ValueError("secret detail from a malformed request")
+    except ValueError:
+        logging.getLogger("aiohttp.server").exception("Error handling request from 127.0.0.1")
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert (record["logger"], record["error"], record["level"]) == ("aiohttp.server", "ValueError", "info")
+    assert "Traceback" not in buffer.getvalue() and "secret detail" not in buffer.getvalue()
