@@ -5,31 +5,29 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from gateway import keys
 from gateway.admin import setup_admin_routes
-from gateway.auth.authenticator import Authenticator
 from gateway.auth.metadata import setup_metadata_routes
-from gateway.catalogue.refresher import CatalogueService
-from gateway.catalogue.store import MemorySnapshotStore
+from gateway.components import build_components
 from gateway.config import Config
-from gateway.dispatch import Dispatcher
-from gateway.health import setup_health_routes
+from gateway.health import add_readiness_check, setup_health_routes
 from gateway.logs import setup_request_log
+from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
-from gateway.ratelimit import MemoryRateLimiter
+from gateway.store.wiring import open_shared_state
 from gateway.transport.errors import setup_error_replies
 from gateway.transport.http import setup_mcp_routes
 from gateway.transport.security import setup_origin_check
-from gateway.transport.sessions import MemorySessionStore
 from gateway.transport.streams import StreamHub
-from gateway.upstream.pool import UpstreamPool
 
 # Room for the JSON-RPC envelope; the body limit itself is enforced by the transport (413).
 BODY_SLACK = 1024
 
 
-def create_app(config: Config) -> web.Application:
+def create_app(config: Config, *, registry: CollectorRegistry | None = None) -> web.Application:
+    """The gateway app; its metrics go to `registry` (a fresh one by default, never the global)."""
     app = web.Application(client_max_size=config.server.max_body_bytes + BODY_SLACK)
     app[keys.CONFIG] = config
     # Middleware order, outermost first: the request log sees every reply (even refusals);
@@ -41,31 +39,33 @@ def create_app(config: Config) -> web.Application:
     setup_health_routes(app)
     setup_metadata_routes(app, config.server.path)
     setup_admin_routes(app)
+    setup_metrics(app, Metrics.for_config(config, registry or CollectorRegistry()))
     app.cleanup_ctx.append(_gateway_state)
     return app
 
 
 async def _gateway_state(app: web.Application) -> AsyncIterator[None]:
     config = app[keys.CONFIG]
-    pool = UpstreamPool(config.backends)
-    catalogue = CatalogueService(config=config, pool=pool, store=MemorySnapshotStore())
-    streams = StreamHub()
-    app[keys.POOL] = pool
-    app[keys.CATALOGUE] = catalogue
-    app[keys.STREAMS] = streams
-    app[keys.SESSIONS] = MemorySessionStore()
-    app[keys.AUTHENTICATOR] = Authenticator(config)
-    app[keys.RATE_LIMITER] = MemoryRateLimiter()
-    app[keys.DISPATCHER] = Dispatcher(config=config, catalogue=catalogue, pool=pool,
-                                      list_changed=True)
-    catalogue.subscribe(_notify_list_changed(app))
-    await pool.start()
-    await catalogue.start()
-    yield
-    streams.close_all()
-    await catalogue.stop()
-    await pool.close()
-    await app[keys.AUTHENTICATOR].close()
+    # Memory stores, or Redis ones shared by every replica (config.store); closed after the core.
+    async with open_shared_state(config, metrics=app[keys.METRICS]) as shared:
+        core = build_components(config, list_changed=True, store=shared.snapshots,
+                                metrics=app[keys.METRICS])  # the same core serves stdio
+        # A resume this process cannot replay exactly gets a list_changed: the client lists again.
+        streams = StreamHub(catch_up={"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
+        app[keys.POOL] = core.pool
+        app[keys.CATALOGUE] = core.catalogue
+        app[keys.STREAMS] = streams
+        app[keys.SESSIONS] = shared.sessions
+        app[keys.AUTHENTICATOR] = core.authenticator
+        app[keys.RATE_LIMITER] = shared.rate_limiter
+        app[keys.DISPATCHER] = core.dispatcher
+        shared.bind(streams)
+        add_readiness_check(app, "store", shared.readiness)
+        core.catalogue.subscribe(_notify_list_changed(app))
+        await core.start()
+        yield
+        streams.close_all()
+        await core.close()
 
 
 def _notify_list_changed(app: web.Application):  # type: ignore[no-untyped-def]

@@ -17,8 +17,11 @@ SESSIONS = web.AppKey["SessionStore"]("sessions")
 STREAMS = web.AppKey["StreamHub"]("streams")
 AUTHENTICATOR = web.AppKey["Authenticator"]("authenticator")
 RATE_LIMITER = web.AppKey["RateLimiter"]("rate_limiter")
+METRICS = web.AppKey["Metrics"]("metrics")  # owns the app's CollectorRegistry
+READINESS_CHECKS = web.AppKey["list[tuple[str, ReadinessCheck]]"]("readiness_checks")  # health.add_readiness_check
 
 REQUEST_ID = web.RequestKey[str]("request_id")
+TRACEPARENT = web.RequestKey[str]("traceparent")  # W3C trace context sent to backends
 PRINCIPAL = web.RequestKey["Principal"]("principal")
 TENANT = web.RequestKey["TenantConfig"]("tenant")
 CONTEXT = web.RequestKey["RequestContext"]("context")

@@ -74,6 +74,8 @@ class _OneLineHandler(logging.Handler):
     """
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "aiohttp.access":
+            return  # our canonical line replaces it, and its request line may carry ?token=
         fields: dict[str, Any] = {"logger": record.name}
         if record.exc_info and record.exc_info[0] is not None:
             fields["error"] = record.exc_info[0].__name__

@@ -78,13 +78,17 @@ class RedisRateLimiter:
 
     def __init__(self, redis: Any, *, key_prefix: str, fallback: MemoryRateLimiter | None = None,
                  clock: Callable[[], float] = time.monotonic, retry_seconds: float = REDIS_RETRY_SECONDS,
-                 timeout_seconds: float = REDIS_TIMEOUT_SECONDS) -> None:
+                 timeout_seconds: float = REDIS_TIMEOUT_SECONDS,
+                 on_failure: Callable[[Exception], None] | None = None) -> None:
         self.redis = redis
         self.key_prefix = key_prefix
         self.fallback = fallback or MemoryRateLimiter()
         self.clock = clock
         self.retry_seconds = retry_seconds
         self.timeout_seconds = timeout_seconds
+        # Given (gateway.store wires the shared StoreHealth), failures are reported there and the
+        # store logs the outage once for every part; otherwise this limiter logs its own.
+        self.on_failure = on_failure
         self._script = redis.register_script(GCRA_SCRIPT)
         self.degraded = False
         self._retry_at = 0.0
@@ -100,12 +104,15 @@ class RedisRateLimiter:
             self._degrade(exc)
             return self.fallback.check_now(tenant, limit)
         if self.degraded:
-            log.info("ratelimit_redis_recovered")
+            if self.on_failure is None:
+                log.info("ratelimit_redis_recovered")
             self.degraded = False
         return bool(int(allowed)), float(ahead)
 
     def _degrade(self, exc: Exception) -> None:
-        if not self.degraded:
+        if self.on_failure is not None:
+            self.on_failure(exc)
+        elif not self.degraded:
             log.warning("ratelimit_redis_unavailable", error=type(exc).__name__)
         self.degraded = True
         self._retry_at = self.clock() + self.retry_seconds

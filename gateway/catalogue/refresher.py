@@ -7,21 +7,33 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from gateway.catalogue.merge import BackendSnapshot, Catalogue, merge, snapshot_version
-from gateway.catalogue.store import SnapshotStore
+from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
 from gateway.config import BackendConfig, Config, TenantConfig
 from gateway.upstream.base import UpstreamError
 from gateway.upstream.pool import UpstreamPool
 
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+
 log = structlog.get_logger("gateway.catalogue")
 
 MAX_PAGES = 1000
 """A backend whose pagination never ends is cut here rather than looping forever."""
+
+FRESH_FRACTION = 0.95
+"""A stored snapshot checked less than this share of refresh_seconds ago is used as-is (timers jitter)."""
+
+LOCK_POLL_SECONDS = 0.05
+"""How often a replica waiting for another one's refresh of a backend asks for its lock again."""
+
+MIN_LOCK_SECONDS = 10.0
+"""The shortest refresh lock; a fetch outliving its lock only risks one duplicate fetch."""
 
 CatalogueListener = Callable[[Catalogue, Catalogue], Awaitable[None]]
 
@@ -34,25 +46,31 @@ class CatalogueService:
     """Owns the current catalogue and the tenant views built from it."""
 
     def __init__(self, *, config: Config, pool: UpstreamPool, store: SnapshotStore,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, metrics: Metrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics
         self.pool = pool
         self.store = store
         self.clock = clock
         self.order = [(b.name, b.namespace) for b in config.backends]
         self.current = merge(self.order, {}, config.catalogue.separator)
-        self.views = ViewCache(page_size=config.catalogue.page_size)
+        self.views = ViewCache(page_size=config.catalogue.page_size,
+                               on_lookup=metrics.cache_lookup if metrics else None)
         self.ready = asyncio.Event()
         self.last_refresh: dict[str, float] = {}
         self._listeners: list[CatalogueListener] = []
-        self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._refreshing: dict[tuple[str, bool], asyncio.Task[None]] = {}
+        self._checked_at: dict[str, float] = {}  # when the installed snapshot's refresh started
         self._loop_task: asyncio.Task[None] | None = None
+        if metrics is not None:
+            self.subscribe(metrics.catalogue_changed)
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         for backend in self.config.backends:
             self.pool.get(backend.name).on_list_changed(self._on_list_changed(backend.name))
+        self.store.on_change(self.adopt)  # another replica refreshed a backend
         self._loop_task = asyncio.create_task(self._run(), name="catalogue-refresh")
 
     async def stop(self) -> None:
@@ -77,23 +95,36 @@ class CatalogueService:
     # ---------------------------------------------------------------- refreshing
 
     async def _run(self) -> None:
-        await self.refresh_all()
+        # Not forced: a starting replica uses the snapshots other replicas stored recently.
+        await self.refresh_all(force=False)
         self.ready.set()
         while True:
             await asyncio.sleep(self.config.catalogue.refresh_seconds)
-            await self.refresh_all()
+            await self.refresh_all(force=False)
 
-    async def refresh_all(self) -> None:
-        await asyncio.gather(*(self.refresh(b.name) for b in self.config.backends))
+    async def refresh_all(self, *, force: bool = True) -> None:
+        await asyncio.gather(*(self.refresh(b.name, force=force) for b in self.config.backends))
 
-    async def refresh(self, backend: str) -> None:
-        """Refresh one backend; concurrent asks for the same backend share one fetch."""
-        task = self._refreshing.get(backend)
+    async def refresh(self, backend: str, *, force: bool = True) -> None:
+        """Refresh one backend; concurrent asks for the same backend share one fetch.
+
+        Forced (a change was announced, or an admin asked): ask the backend, unless some
+        replica started asking it after this call began. Not forced (the periodic refresh):
+        a snapshot any replica checked within refresh_seconds is used as it is.
+        """
+        key = (backend, force)
+        task = self._refreshing.get(key)
         if task is None:
-            task = asyncio.create_task(self._refresh(backend), name=f"refresh-{backend}")
-            self._refreshing[backend] = task
-            task.add_done_callback(lambda _: self._refreshing.pop(backend, None))
+            task = asyncio.create_task(self._refresh(backend, force), name=f"refresh-{backend}")
+            self._refreshing[key] = task
+            task.add_done_callback(lambda _: self._refreshing.pop(key, None))
         await asyncio.shield(task)
+
+    async def adopt(self, backend: str) -> None:
+        """Another replica stored a new snapshot of `backend`: rebuild from it, without asking the backend."""
+        record = await self.store.get(backend)
+        if record is not None and self.config.backend(backend) is not None:
+            await self._adopt(record)
 
     def _on_list_changed(self, backend: str) -> Callable[[], Awaitable[None]]:
         async def changed() -> None:
@@ -102,9 +133,60 @@ class CatalogueService:
                 await self.refresh(backend)
         return changed
 
-    async def _refresh(self, backend: str) -> None:
+    async def _refresh(self, backend: str, force: bool) -> None:
+        """Use a fresh stored snapshot, or take the backend's lock and fetch (one replica at a time)."""
+        since = self.clock()
+        fresh_since = since if force else since - self.config.catalogue.refresh_seconds * FRESH_FRACTION
+        if not force and await self._adopt_stored(backend, fresh_since):
+            return
+        # Until the first build is done, wait for another replica's refresh rather than start empty.
+        lock = await self._lock(backend, wait=force or not self.ready.is_set())
+        if lock is None:
+            return  # another replica is refreshing it; its snapshot comes with its change event
+        try:
+            # Checked again under the lock: its previous holder may have just refreshed this backend.
+            if await self._adopt_stored(backend, fresh_since):
+                return
+            await self._fetch_and_save(backend)
+        finally:
+            await lock.release()
+
+    async def _lock(self, backend: str, *, wait: bool) -> RefreshLock | None:
+        config = self.config.backend(backend)
+        ttl = max(MIN_LOCK_SECONDS, 2 * config.timeout_seconds) if config else MIN_LOCK_SECONDS
+        deadline = time.monotonic() + ttl
+        while True:  # polled: the holder may be another process, which no local event can report
+            lock = await self.store.lock(backend, ttl)
+            if lock is not None or not wait or time.monotonic() >= deadline:
+                return lock
+            await asyncio.sleep(LOCK_POLL_SECONDS)
+
+    async def _adopt_stored(self, backend: str, checked_since: float) -> bool:
+        """Install the stored snapshot if some replica checked the backend at or after `checked_since`."""
+        record = await self.store.get(backend)
+        if record is None or record.checked_at < checked_since:
+            return False
+        await self._adopt(record)
+        return True
+
+    async def _adopt(self, record: StoredSnapshot) -> None:
+        snapshot = record.snapshot
+        backend = snapshot.backend
+        if record.checked_at < self._checked_at.get(backend, float("-inf")):
+            return  # a late event: the installed snapshot is newer
+        self._checked_at[backend] = record.checked_at
+        self.last_refresh[backend] = max(self.last_refresh.get(backend, 0.0), record.checked_at)
+        current = self.current.snapshots.get(backend)
+        if current is not None and _same(current, snapshot):
+            return
+        if self.metrics is not None:
+            self.metrics.snapshot_adopted(snapshot)  # this replica's view of the backend changed
+        await self._install({**self.current.snapshots, backend: snapshot})
+
+    async def _fetch_and_save(self, backend: str) -> None:
         config = self.config.backend(backend)
         assert config is not None
+        checked_at = self.clock()
         started = time.perf_counter()
         previous = self.current.snapshots.get(backend)
         try:
@@ -119,8 +201,12 @@ class CatalogueService:
                 log.info("catalogue_refreshed", backend=backend, tools=len(tools),
                          version=snapshot.version,
                          duration_ms=round((time.perf_counter() - started) * 1000, 2))
+        if self.metrics is not None:
+            self.metrics.catalogue_refreshed(snapshot)
         self.last_refresh[backend] = self.clock()
-        await self.store.save(snapshot)
+        self._checked_at[backend] = checked_at
+        changed = previous is None or (previous.version, previous.status) != (snapshot.version, snapshot.status)
+        await self.store.save(snapshot, checked_at=checked_at, changed=changed)
         await self._install({**self.current.snapshots, backend: snapshot})
 
     def _failed(self, backend: str, previous: BackendSnapshot | None, error: str) -> BackendSnapshot:
@@ -139,10 +225,14 @@ class CatalogueService:
         seen_cursors: set[str] = set()
         for _ in range(MAX_PAGES):
             params = {"cursor": cursor} if cursor is not None else None
+            started = time.perf_counter()
             try:
                 reply = await upstream.request("tools/list", params, timeout=backend.timeout_seconds)
             except UpstreamError as exc:
                 raise RefreshFailed(f"tools/list failed: {exc.reason}") from exc
+            finally:
+                if self.metrics is not None:
+                    self.metrics.upstream_done(backend.name, "tools/list", time.perf_counter() - started)
             result = reply.get("result")
             if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
                 raise RefreshFailed("tools/list returned no tool list")
@@ -167,6 +257,11 @@ class CatalogueService:
                     await listener(old, new)
                 except Exception:
                     log.exception("catalogue_listener_failed")
+
+
+def _same(a: BackendSnapshot, b: BackendSnapshot) -> bool:
+    """Equal for the catalogue and admins (the version stands for the tools: no deep compare)."""
+    return (a.version, a.status, a.error, a.fetched_at) == (b.version, b.status, b.error, b.fetched_at)
 
 
 def _usable_tools(backend: str, tools: list[Any]) -> list[dict[str, Any]]:

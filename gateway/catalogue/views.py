@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -137,8 +137,9 @@ def _decode_cursor(text: Any) -> _Cursor | None:
 class ViewCache:
     """Tenant views of the current catalogue; dropped whole when the catalogue changes."""
 
-    def __init__(self, *, page_size: int) -> None:
+    def __init__(self, *, page_size: int, on_lookup: Callable[[bool], None] | None = None) -> None:
         self.page_size = page_size
+        self.on_lookup = on_lookup or (lambda hit: None)  # metrics: hit or miss
         self._version = ""
         self._views: dict[str, TenantView] = {}
 
@@ -146,6 +147,7 @@ class ViewCache:
         if catalogue.version != self._version:
             self._views, self._version = {}, catalogue.version
         view = self._views.get(tenant.name)
+        self.on_lookup(view is not None)
         if view is None:
             view = self._views[tenant.name] = TenantView(catalogue, tenant, page_size=self.page_size)
         return view

@@ -6,6 +6,7 @@ This module only does I/O and protocol checks; `Dispatcher.handle` does the MCP 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -93,7 +94,10 @@ async def _batch_item(request: web.Request, item: Any, ctx: RequestContext) -> J
         return jsonrpc.error_response(_id_of(item), exc)
     if message.method == spec.INITIALIZE:
         return jsonrpc.error_response(message.id, InvalidRequest("Invalid Request: initialize in a batch"))
-    return await request.app[keys.DISPATCHER].handle(message, ctx)
+    item = replace(ctx, method=message.method)  # items run concurrently: each its own tool/outcome
+    reply = await request.app[keys.DISPATCHER].handle(message, item)
+    ctx.outcome = ctx.outcome if item.outcome == "ok" else item.outcome  # the log line shows a failure
+    return reply
 
 
 def _wants_stream(request: web.Request, message: Message) -> bool:
@@ -224,7 +228,8 @@ def _context(request: web.Request, principal: Principal, session: Session,
              method: str | None) -> RequestContext:
     ctx = RequestContext(principal=principal, tenant=request[keys.TENANT],
                          request_id=request[keys.REQUEST_ID], method=method,
-                         protocol_version=session.protocol_version, session_id=session.id)
+                         protocol_version=session.protocol_version, session_id=session.id,
+                         traceparent=request.get(keys.TRACEPARENT))
     request[keys.CONTEXT] = ctx
     return ctx
 

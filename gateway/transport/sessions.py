@@ -1,15 +1,27 @@
-"""Client sessions: unguessable ids bound to the principal that opened them."""
+"""Client sessions: unguessable ids bound to the principal that opened them.
+
+`MemorySessionStore` serves one process; `RedisSessionStore` lets any replica accept a
+session another one opened (see its docstring for keys, events and outages).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
+import orjson
+import structlog
+
+from gateway.store.events import EventBus
+from gateway.store.health import StoreHealth, StoreUnavailable
 from gateway.tenancy import Principal
+
+log = structlog.get_logger("gateway.sessions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +91,211 @@ class MemorySessionStore:
 
     def count(self) -> int:
         return len(self._sessions)
+
+    def put(self, session: Session) -> None:
+        """Add a session made elsewhere (a cache of a shared store)."""
+        self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+
+    def sessions(self) -> list[Session]:
+        """The sessions not idle for too long (expired ones are dropped on the way)."""
+        now = self.clock()
+        for session_id in [s.id for s in self._sessions.values() if now - s.last_seen > self.idle_seconds]:
+            del self._sessions[session_id]
+        return list(self._sessions.values())
+
+
+SESSION_ENDED_EVENT = "session_ended"
+"""Event kind: a replica ended a session (field: session); the others drop it and close its stream."""
+
+ENDED = b"ended"
+"""The value a session's key keeps after DELETE (for its idle TTL), so no replica writes it back."""
+
+MAX_ID_LENGTH = 256
+"""Longer Mcp-Session-Id values are not ours: refused without asking Redis."""
+
+RESYNC_BATCH = 100
+"""Sessions written back at once when Redis returns (one pooled connection each)."""
+
+FLUSH_SECONDS = 1.0
+"""How often the idle TTLs of sessions in use are pushed to Redis (off the request path)."""
+
+# Write a session back (or refresh its idle TTL) unless it was ended meanwhile.
+UPSERT_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[2] then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+"""
+
+
+class RedisSessionStore:
+    """Sessions in Redis, so any replica accepts them; a local cache keeps Redis off the hot path.
+
+    - `{prefix}session:{id}`: the session as JSON (tenant, subject, protocol version), expiring
+      after `idle_seconds`; a replica using a session pushes the expiry back at most every
+      `touch_seconds`, in the background.
+    - DELETE turns the key into a tombstone (`ended`, same expiry) and publishes `session_ended`:
+      every replica drops its cached copy and closes the session's GET stream at once.
+    - Redis down: sessions are created and found in the local cache (those seen before go on
+      working); ends are kept. When Redis returns, kept ends are written and every cached
+      session is written back unless ended meanwhile (Redis may have restarted empty).
+    """
+
+    def __init__(self, redis: Any, *, key_prefix: str, health: StoreHealth, events: EventBus,
+                 idle_seconds: float = 3600.0, touch_seconds: float | None = None,
+                 clock: Callable[[], float] = time.time,
+                 id_factory: Callable[[], str] = new_session_id) -> None:
+        self.redis = redis
+        self.key_prefix = key_prefix
+        self.health = health
+        self.events = events
+        self.idle_ms = max(1000, int(idle_seconds * 1000))
+        self.touch_seconds = touch_seconds if touch_seconds is not None else min(60.0, idle_seconds / 4)
+        self.clock = clock
+        self.local = MemorySessionStore(idle_seconds=idle_seconds, clock=clock, id_factory=id_factory)
+        self._touched: dict[str, float] = {}  # when each cached session's expiry was last pushed
+        self._due: set[str] = set()
+        self._pending_ends: set[str] = set()
+        self._ended_listeners: list[Callable[[str], None]] = []
+        self._upsert = redis.register_script(UPSERT_SCRIPT)
+        events.on(SESSION_ENDED_EVENT, self._on_ended_event)
+        events.on_resync(self.resync)
+
+    def key(self, session_id: str) -> str:
+        return f"{self.key_prefix}session:{session_id}"
+
+    def on_ended(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(session_id)` when a session ends on another replica (e.g. to close its stream)."""
+        self._ended_listeners.append(listener)
+
+    async def create(self, principal: Principal, protocol_version: str) -> Session:
+        session = await self.local.create(principal, protocol_version)
+        try:
+            await self.health.call(lambda: self.redis.set(self.key(session.id), _encode(session), px=self.idle_ms))
+        except StoreUnavailable:
+            pass  # served locally; written to Redis when it returns (resync)
+        else:
+            self._touched[session.id] = self.clock()
+        return session
+
+    async def get(self, session_id: str) -> Session | None:
+        session = await self.local.get(session_id)
+        if session is not None:
+            self._touch_later(session_id)
+            return session
+        if len(session_id) > MAX_ID_LENGTH:
+            return None
+        try:
+            raw = await self.health.call(lambda: self.redis.get(self.key(session_id)))
+        except StoreUnavailable:
+            return None
+        session = _decode(session_id, raw, self.clock()) if raw else None
+        if session is not None:
+            self.local.put(session)
+            self._touched[session_id] = self.clock()
+        return session
+
+    async def delete(self, session_id: str) -> bool:
+        existed = await self.local.delete(session_id)
+        self._drop(session_id)
+        try:
+            await self._end(session_id)
+        except StoreUnavailable:
+            self._pending_ends.add(session_id)  # ended everywhere when Redis returns
+        return existed
+
+    def count(self) -> int:
+        """Sessions this replica knows (those it opened or served), not the cluster's total."""
+        return self.local.count()
+
+    async def run(self) -> None:
+        """Background task: push the idle expiry of sessions in use, batched, off the request path."""
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            due, self._due = self._due, set()
+            sessions = [s for session_id in due if (s := await self.local.get(session_id)) is not None]
+            if sessions and not await self._write_back(sessions):
+                self._due |= due  # Redis is down: the resync writes them all anyway
+            self._forget_expired()
+
+    def _forget_expired(self) -> None:
+        """Drop the touch times of sessions the local cache let go (idle or evicted), now and then."""
+        if len(self._touched) > 2 * self.local.count() + 1000:
+            alive = {s.id for s in self.local.sessions()}
+            self._touched = {k: v for k, v in self._touched.items() if k in alive}
+
+    async def resync(self) -> None:
+        """After (re)connecting: write the ends kept while down, then every cached session back."""
+        for session_id in list(self._pending_ends):
+            try:
+                await self._end(session_id)
+            except StoreUnavailable:
+                return
+            self._pending_ends.discard(session_id)
+        sessions = self.local.sessions()
+        for start in range(0, len(sessions), RESYNC_BATCH):
+            if not await self._write_back(sessions[start:start + RESYNC_BATCH]):
+                return
+
+    async def _write_back(self, sessions: Iterable[Session]) -> bool:
+        """Write sessions (or their expiry) to Redis; those ended meanwhile are dropped here too."""
+        batch = list(sessions)
+        try:
+            written = await self.health.call(lambda: asyncio.gather(*(self._upsert_one(s) for s in batch)))
+        except StoreUnavailable:
+            return False
+        now = self.clock()
+        for session, ok in zip(batch, written, strict=True):
+            if ok:
+                self._touched[session.id] = now
+            else:
+                await self._ended_elsewhere(session.id)
+        return True
+
+    async def _upsert_one(self, session: Session) -> int:
+        return int(await self._upsert(keys=[self.key(session.id)], args=[_encode(session), ENDED, self.idle_ms]))
+
+    async def _end(self, session_id: str) -> None:
+        await self.health.call(lambda: self.redis.set(self.key(session_id), ENDED, px=self.idle_ms))
+        await self.events.publish(SESSION_ENDED_EVENT, session=session_id)
+
+    def _touch_later(self, session_id: str) -> None:
+        if self.clock() - self._touched.get(session_id, 0.0) >= self.touch_seconds:
+            self._due.add(session_id)
+
+    def _drop(self, session_id: str) -> None:
+        self._touched.pop(session_id, None)
+        self._due.discard(session_id)
+
+    async def _on_ended_event(self, event: dict[str, Any]) -> None:
+        session_id = event.get("session")
+        if isinstance(session_id, str):
+            await self._ended_elsewhere(session_id)
+
+    async def _ended_elsewhere(self, session_id: str) -> None:
+        await self.local.delete(session_id)
+        self._drop(session_id)
+        for listener in self._ended_listeners:
+            listener(session_id)
+
+
+def _encode(session: Session) -> bytes:
+    return orjson.dumps({"tenant": session.tenant, "subject": session.subject,
+                         "protocol_version": session.protocol_version, "created_at": session.created_at})
+
+
+def _decode(session_id: str, raw: bytes, now: float) -> Session | None:
+    """The stored session, or None for a tombstone (ended) or a record this version cannot read."""
+    if raw == ENDED:
+        return None
+    try:
+        data = orjson.loads(raw)
+        return Session(session_id, str(data["tenant"]), str(data["subject"]), str(data["protocol_version"]),
+                       float(data["created_at"]), now)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        log.warning("session_record_unreadable")
+        return None

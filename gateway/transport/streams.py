@@ -1,9 +1,17 @@
-"""Server-to-client GET streams: one per session, with a short replay buffer for resumption."""
+"""Server-to-client GET streams: one per session, with a short replay buffer for resumption.
+
+Event ids are `<hub epoch>-<n>`: the epoch is random per process, so an id issued by
+another replica (or by this process before a restart) is recognised as foreign rather
+than mistaken for one of ours. A resume that the buffer cannot serve exactly (a foreign
+id, or events already pushed out of the buffer) gets the hub's `catch_up` message instead,
+e.g. `notifications/tools/list_changed`: the client lists again and misses nothing.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -19,14 +27,17 @@ class _SessionStream:
     tenant: str
     queue: asyncio.Queue[tuple[str, bytes]] | None = None
     history: deque[tuple[int, bytes]] = field(default_factory=lambda: deque(maxlen=REPLAY_EVENTS))
+    dropped_upto: int = 0  # the newest event pushed out of `history`
 
 
 class StreamHub:
     """Routes notifications to the GET streams of the sessions that should see them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, catch_up: JsonObject | None = None, epoch: str | None = None) -> None:
         self._streams: dict[str, _SessionStream] = {}
         self._ids = itertools.count(1)
+        self.epoch = epoch or secrets.token_hex(4)
+        self._catch_up = dumps(catch_up) if catch_up is not None else None
 
     def open(self, session_id: str, tenant: str) -> asyncio.Queue[tuple[str, bytes]]:
         """Attach the one GET stream of a session; a second concurrent one is refused (409)."""
@@ -48,15 +59,34 @@ class StreamHub:
             stream.queue.put_nowait(("", b""))  # wakes the writer, which then closes
 
     def replay(self, session_id: str, last_event_id: str) -> list[tuple[str, bytes]]:
-        """Events after `last_event_id` on this session's stream (empty if unknown)."""
+        """Events after `last_event_id` on this session's stream; the catch-up if they cannot be known."""
         stream = self._streams.get(session_id)
-        try:
-            after = int(last_event_id)
-        except ValueError:
-            return []
         if stream is None:
             return []
-        return [(str(n), data) for n, data in stream.history if n > after]
+        after = self._own_number(last_event_id)
+        if after is None or after < stream.dropped_upto:
+            return self._catch_up_for(stream)
+        return [(self._event_id(n), data) for n, data in stream.history if n > after]
+
+    def _own_number(self, event_id: str) -> int | None:
+        epoch, _, number = event_id.rpartition("-")
+        return int(number) if epoch == self.epoch and number.isdigit() else None
+
+    def _event_id(self, number: int) -> str:
+        return f"{self.epoch}-{number}"
+
+    def _catch_up_for(self, stream: _SessionStream) -> list[tuple[str, bytes]]:
+        if self._catch_up is None:
+            return []
+        number = self._record(stream, self._catch_up)
+        return [(self._event_id(number), self._catch_up)]
+
+    def _record(self, stream: _SessionStream, data: bytes) -> int:
+        number = next(self._ids)
+        if len(stream.history) == stream.history.maxlen:
+            stream.dropped_upto = stream.history[0][0]
+        stream.history.append((number, data))
+        return number
 
     def publish(self, tenants: set[str], message: JsonObject) -> int:
         """Queue `message` for every session of these tenants; returns how many got it."""
@@ -65,10 +95,9 @@ class StreamHub:
         for stream in self._streams.values():
             if stream.tenant not in tenants:
                 continue
-            event_id = next(self._ids)
-            stream.history.append((event_id, data))
+            number = self._record(stream, data)
             if stream.queue is not None and not stream.queue.full():
-                stream.queue.put_nowait((str(event_id), data))
+                stream.queue.put_nowait((self._event_id(number), data))
                 sent += 1
         return sent
 

@@ -1,0 +1,128 @@
+"""Choosing and running the shared-state parts: in-process memory, or Redis for many replicas.
+
+With `store.redis_url` unset, every part is the in-process memory one. With it set, one
+Redis client (one connection pool) per process serves the catalogue snapshots, the
+sessions, the rate-limit counters and the event channel, and three background tasks run:
+the health watchdog (PING), the event subscriber, and the session expiry pusher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gateway.catalogue.store import MemorySnapshotStore, RedisSnapshotStore, SnapshotStore
+from gateway.config import Config, RateLimitConfig
+from gateway.ratelimit import Decision, MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from gateway.store.client import create_client
+from gateway.store.events import EventBus
+from gateway.store.health import StoreHealth, cancel_quietly, close_quietly, redacted
+from gateway.transport.sessions import MemorySessionStore, RedisSessionStore, SessionStore
+from gateway.transport.streams import StreamHub
+
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+
+SUBSCRIBE_WAIT_SECONDS = 1.0
+"""At start, how long to wait for the event subscription, so no event is missed from the first request."""
+
+NOT_READY_REASON = "redis unreachable (store.required is true)"
+
+NOT_READY_AFTER_SECONDS = 2.0
+"""With store.required, a Redis lost at run time makes the gateway not ready only once it stays down
+this long: a blink must not pull every replica out of the load balancer at once."""
+
+
+@dataclass(slots=True)
+class SharedState:
+    """The stores the app uses, whichever kind they are."""
+
+    snapshots: SnapshotStore
+    sessions: SessionStore
+    rate_limiter: RateLimiter
+    health: StoreHealth | None = None  # None: the memory store, always up
+    events: EventBus | None = None
+    required: bool = False
+    runners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background, while open
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def bind(self, streams: StreamHub) -> None:
+        """A session ended on another replica closes its GET stream here too."""
+        if isinstance(self.sessions, RedisSessionStore):
+            self.sessions.on_ended(streams.forget)
+
+    async def readiness(self) -> str | None:
+        """For /readyz: with store.required, not ready until Redis first answers, or once it stays down."""
+        if self.health is None or self.health.up or not self.required:
+            return None  # with required: false a gateway without Redis is ready, on local state
+        if self.health.ever_up and self.health.down_seconds() < NOT_READY_AFTER_SECONDS:
+            return None
+        return NOT_READY_REASON
+
+
+class SharedRateLimiter:
+    """The Redis limiter, skipped while Redis is known to be down (local counters answer at once)."""
+
+    def __init__(self, limiter: RedisRateLimiter, health: StoreHealth) -> None:
+        self.limiter = limiter
+        self.health = health
+
+    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
+        if not self.health.up:
+            return self.limiter.fallback.check_now(tenant, limit)
+        return await self.limiter.check(tenant, limit)
+
+
+@contextlib.asynccontextmanager
+async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -> AsyncIterator[SharedState]:
+    """The shared state for this process, running until the context ends."""
+    if not config.store.redis_url:
+        yield SharedState(MemorySnapshotStore(), MemorySessionStore(), MemoryRateLimiter())
+        return
+    redis = create_client(config.store.redis_url)
+    health = StoreHealth(name=redacted(config.store.redis_url),
+                         on_change=metrics.store_observed if metrics is not None else None)
+    state = _redis_state(config, redis, health)
+    try:
+        await _start(state, redis, health)
+        yield state
+    finally:
+        for task in state.tasks:
+            await cancel_quietly(task)
+        await close_client(redis)
+
+
+def _redis_state(config: Config, redis: Any, health: StoreHealth) -> SharedState:
+    prefix = config.store.key_prefix
+    events = EventBus(redis, channel=f"{prefix}events", health=health)
+    snapshots = RedisSnapshotStore(redis, key_prefix=prefix, backends=[b.name for b in config.backends],
+                                   health=health, events=events, ttl_seconds=snapshot_ttl(config))
+    sessions = RedisSessionStore(redis, key_prefix=prefix, health=health, events=events)
+    limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
+    return SharedState(snapshots, sessions, limiter, health=health, events=events, required=config.store.required,
+                       runners=[events.run, sessions.run, lambda: health.watch(redis.ping)])
+
+
+async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:
+    """Learn whether Redis answers before serving: readiness and the first catalogue build depend on it."""
+    await health.probe(redis.ping)
+    state.tasks = [asyncio.create_task(run(), name="store-background") for run in state.runners]
+    if health.up and state.events is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.events.subscribed.wait(), SUBSCRIBE_WAIT_SECONDS)
+
+
+def snapshot_ttl(config: Config) -> float:
+    """Snapshots outlive many refresh intervals and the stale window; a removed backend's goes away."""
+    return max(10 * config.catalogue.refresh_seconds, config.catalogue.max_stale_seconds)
+
+
+async def close_client(redis: Any) -> None:
+    """Close the pool, and a Sentinel client's connections to the sentinels too."""
+    await close_quietly(redis)
+    manager = getattr(getattr(redis, "connection_pool", None), "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", ()):
+        await close_quietly(sentinel)
