@@ -7,9 +7,11 @@ agree on outcome and duration. Start and stop lines bracket the app's life.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
+import secrets
 import sys
 import time
 import uuid
@@ -96,10 +98,21 @@ def _orjson_dumps(event: Any, **_: Any) -> str:
     return orjson.dumps(event, default=str).decode()
 
 
-def request_id_of(request: web.Request) -> str:
+class RequestIds:
+    """Fresh request ids: a random per-process prefix and a counter (unique, and cheaper than uuid4)."""
+
+    def __init__(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._counter = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._counter):016x}"
+
+
+def request_id_of(request: web.Request, fresh: Callable[[], str] = lambda: uuid.uuid4().hex) -> str:
     """The client's X-Request-Id when it is a sane token, else a fresh one."""
-    given = request.headers.get(REQUEST_ID_HEADER, "")
-    return given if _SAFE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    given = request.headers.get(REQUEST_ID_HEADER)
+    return given if given and _SAFE_REQUEST_ID.fullmatch(given) else fresh()
 
 
 def traceparent_for(given: str | None) -> str:
@@ -151,9 +164,11 @@ def setup_request_log(app: web.Application) -> None:
 
 
 def _request_log(mcp_path: str, totals: _Totals) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    fresh_id = RequestIds()
+
     @web.middleware
     async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
-        request[keys.REQUEST_ID] = request_id_of(request)
+        request[keys.REQUEST_ID] = request_id_of(request, fresh_id)
         request[keys.TRACEPARENT] = traceparent_for(request.headers.get(TRACEPARENT_HEADER))
         # JSON-RPC traffic is POSTs; GET streams live for hours and DELETEs end sessions.
         rpc = request.method == "POST" and request.path == mcp_path

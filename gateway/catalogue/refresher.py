@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.merge import BackendSnapshot, Catalogue, merge, snapshot_version
+from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, merge, snapshot_version
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
 from gateway.config import BackendConfig, Config, TenantConfig
@@ -53,7 +53,8 @@ class CatalogueService:
         self.store = store
         self.clock = clock
         self.order = [(b.name, b.namespace) for b in config.backends]
-        self.current = merge(self.order, {}, config.catalogue.separator)
+        self._named: dict[str, BackendEntries] = {}  # per-backend named tools, reused while unchanged
+        self.current = merge(self.order, {}, config.catalogue.separator, self._named)
         self.views = ViewCache(page_size=config.catalogue.page_size,
                                on_lookup=metrics.cache_lookup if metrics else None)
         self.ready = asyncio.Event()
@@ -245,7 +246,7 @@ class CatalogueService:
 
     async def _install(self, snapshots: dict[str, BackendSnapshot]) -> None:
         old = self.current
-        new = merge(self.order, snapshots, self.config.catalogue.separator)
+        new = merge(self.order, snapshots, self.config.catalogue.separator, self._named)
         for collision in new.collisions:
             if collision not in old.collisions:
                 log.warning("tool_name_collision", tool=collision.exposed, winner=collision.winner,

@@ -81,6 +81,8 @@ class TenantView:
         if validator is False:
             return None
         try:
+            if validator.is_valid(arguments):  # the common case: no error search, no best_match ranking
+                return None
             error = schema_errors.best_match(validator.iter_errors(arguments))
         except Exception:  # e.g. an unresolvable $ref: a schema we cannot evaluate is the backend's to judge
             self._validators[entry.exposed] = False
@@ -153,11 +155,23 @@ class ViewCache:
         return view
 
     def tenants_changed(self, old: Catalogue, new: Catalogue, tenants: Sequence[TenantConfig]) -> list[str]:
-        """Tenants whose visible tools differ between two catalogues (for list_changed)."""
-        changed = []
-        for tenant in tenants:
-            before = [e.tool for e in old.entries if visible(e, tenant)]
-            after = [e.tool for e in new.entries if visible(e, tenant)]
-            if before != after:
-                changed.append(tenant.name)
-        return changed
+        """Tenants who see a tool that was added, removed or changed (for list_changed).
+
+        Only the differing tools are checked against each tenant's policy, so a refresh that
+        changed one backend costs that backend's tools, not the whole catalogue per tenant.
+        """
+        differing = _differing(old, new)
+        return [t.name for t in tenants if any(visible(e, t) for e in differing)]
+
+
+def _differing(old: Catalogue, new: Catalogue) -> list[ToolEntry]:
+    """Entries present in one catalogue but not the same in the other (unchanged ones are identical)."""
+    out = []
+    for one, other in ((old, new), (new, old)):
+        for entry in one.entries:
+            twin = other.by_name.get(entry.exposed)
+            if twin is entry:
+                continue
+            if twin is None or twin.backend != entry.backend or twin.tool != entry.tool:
+                out.append(entry)
+    return out

@@ -311,8 +311,10 @@ class HttpUpstream:
 
     async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes:
         """The body, or bad_response as soon as it passes max_response_bytes (never buffered whole)."""
-        if resp.content_length is not None and resp.content_length > self._max_response_bytes:
-            raise self._too_large(resp)
+        if resp.content_length is not None:
+            if resp.content_length > self._max_response_bytes:
+                raise self._too_large(resp)
+            return await resp.read()  # bounded by the check above
         chunks, size = [], 0
         async for chunk in resp.content.iter_any():
             size += len(chunk)

@@ -193,3 +193,20 @@ def test_the_catalogue_version_changes_with_order_or_namespace() -> None:
     versions = {build([("a", ""), ("b", "")], a, b).version, build([("b", ""), ("a", "")], a, b).version,
                 build([("a", "x"), ("b", "")], a, b).version}
     assert len(versions) == 3
+
+
+def test_with_a_memo_an_unchanged_backend_keeps_the_same_entry_objects() -> None:
+    memo: dict[str, Any] = {}
+    order = [("a", "a"), ("b", "b")]
+    first = merge(order, {"a": snap("a", tool("x")), "b": snap("b", tool("y"))}, "__", memo)
+    second = merge(order, {"a": snap("a", tool("x")), "b": snap("b", tool("y"), tool("z"))}, "__", memo)
+    assert second.by_name["a__x"] is first.by_name["a__x"]
+    assert second.by_name["b__y"] is not first.by_name["b__y"]
+    assert names(second) == ["a__x", "b__y", "b__z"]
+    assert set(memo) == {"a", "b"}
+
+
+def test_a_memo_does_not_change_the_merge() -> None:
+    order = [("a", ""), ("b", "")]
+    snapshots = {"a": snap("a", tool("x")), "b": snap("b", tool("x"), tool("y"))}
+    assert merge(order, snapshots, "__", {}) == merge(order, snapshots, "__")
