@@ -58,15 +58,12 @@ class RoutePolicy:
 
 
 def policy_for(backend: BackendConfig) -> RoutePolicy:
-    circuit = backend.circuit
     return RoutePolicy(
         max_concurrency=backend.max_concurrency,
         max_queue=backend.max_queue,
         max_call_seconds=backend.call_cap_seconds,
         retries=backend.retries,
-        circuit=CircuitPolicy(failures=circuit.failures, failure_ratio=circuit.failure_ratio,
-                              min_calls=circuit.min_calls, window_seconds=circuit.window_seconds,
-                              cooldown_seconds=circuit.cooldown_seconds),
+        circuit=backend.circuit,
     )
 
 

@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
+from gateway.config import CircuitConfig
+
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 """The states, as shown in /admin/backends and the `mcpgw_circuit_open` gauge."""
 
@@ -40,15 +42,8 @@ class Ticket(Enum):
     PROBE = "probe"
 
 
-@dataclass(frozen=True, slots=True)
-class CircuitPolicy:
-    """When to open and for how long. `failures=0` or `failure_ratio=0` turns that trigger off."""
-
-    failures: int = 5
-    failure_ratio: float = 0.5
-    min_calls: int = 20
-    window_seconds: float = 30.0
-    cooldown_seconds: float = 10.0
+# When to open and for how long: the config's own frozen object, used as it is.
+CircuitPolicy = CircuitConfig
 
 
 @dataclass(frozen=True, slots=True)
