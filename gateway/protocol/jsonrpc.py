@@ -80,6 +80,23 @@ def parse_message(value: Any) -> Message:
     return Message(value, method, msg_id if has_id else None, params)
 
 
+def id_of(value: Any) -> RequestId | None:
+    """The id of a decoded value that may not be a valid message (for its error reply), or None."""
+    found = value.get("id") if isinstance(value, dict) else None
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+
+
+def parse_batch_item(item: Any, *, not_batchable: str) -> Message | JsonObject:
+    """A batch member as a Message, or the error reply it gets instead (also for `not_batchable`)."""
+    try:
+        message = parse_message(item)
+    except GatewayError as exc:
+        return error_response(id_of(item), exc)
+    if message.method == not_batchable:
+        return error_response(message.id, InvalidRequest(f"Invalid Request: {not_batchable} in a batch"))
+    return message
+
+
 def result_response(msg_id: RequestId, result: Any) -> JsonObject:
     return {"jsonrpc": "2.0", "id": msg_id, "result": result}
 

@@ -14,7 +14,6 @@ from aiohttp import web
 from gateway import keys
 from gateway.errors import (
     BadRequest,
-    GatewayError,
     InvalidRequest,
     NotAcceptable,
     NotFound,
@@ -88,12 +87,9 @@ async def _post_batch(request: web.Request, principal: Principal, items: list[An
 
 
 async def _batch_item(request: web.Request, item: Any, ctx: RequestContext) -> JsonObject | None:
-    try:
-        message = jsonrpc.parse_message(item)
-    except GatewayError as exc:
-        return jsonrpc.error_response(_id_of(item), exc)
-    if message.method == spec.INITIALIZE:
-        return jsonrpc.error_response(message.id, InvalidRequest("Invalid Request: initialize in a batch"))
+    message = jsonrpc.parse_batch_item(item, not_batchable=spec.INITIALIZE)
+    if not isinstance(message, Message):
+        return message  # the member's error reply
     item = replace(ctx, method=message.method)  # items run concurrently: each its own tool/outcome
     reply = await request.app[keys.DISPATCHER].handle(message, item)
     ctx.outcome = ctx.outcome if item.outcome == "ok" else item.outcome  # the log line shows a failure
@@ -238,10 +234,4 @@ def _json(reply: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=jsonrpc.dumps(reply), content_type=spec.JSON, headers=headers)
 
 
-def _id_of(item: Any) -> Any:
-    if isinstance(item, dict):
-        value = item.get("id")
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            return value
-    return None
 

@@ -223,7 +223,7 @@ class StdioSession:
         try:
             message = jsonrpc.parse_message(data)
         except GatewayError as exc:
-            self._send(jsonrpc.error_response(_id_of(data), exc))
+            self._send(jsonrpc.error_response(jsonrpc.id_of(data), exc))
             return
         self._on_message(message)
 
@@ -283,12 +283,9 @@ class StdioSession:
             self._send(answered)
 
     async def _batch_item(self, item: Any) -> JsonObject | None:
-        try:
-            message = jsonrpc.parse_message(item)
-        except GatewayError as exc:
-            return jsonrpc.error_response(_id_of(item), exc)
-        if message.method == spec.INITIALIZE:
-            return jsonrpc.error_response(message.id, InvalidRequest("Invalid Request: initialize in a batch"))
+        message = jsonrpc.parse_batch_item(item, not_batchable=spec.INITIALIZE)
+        if not isinstance(message, Message):
+            return message  # the member's error reply
         if not message.is_request:
             self._on_message(message)
             return None
@@ -327,11 +324,6 @@ class StdioSession:
                 self._send({"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
 
         return listener
-
-
-def _id_of(item: Any) -> jsonrpc.RequestId | None:
-    value = item.get("id") if isinstance(item, dict) else None
-    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 def _log_request(ctx: RequestContext, seconds: float) -> None:

@@ -180,3 +180,18 @@ def test_the_latest_version_is_the_newest_supported_one() -> None:
 ])
 def test_the_tool_name_pattern_allows_only_short_safe_names(name: str, valid: bool) -> None:
     assert (spec.TOOL_NAME.fullmatch(name) is not None) is valid
+
+
+def test_a_batch_member_that_is_not_a_message_gets_its_error_reply_with_its_id() -> None:
+    from gateway.protocol.jsonrpc import parse_batch_item
+
+    reply = parse_batch_item({"jsonrpc": "2.0", "id": 7}, not_batchable="initialize")
+    assert reply == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message": "Invalid Request: missing method"}}
+
+
+def test_a_not_batchable_method_in_a_batch_is_an_invalid_request() -> None:
+    from gateway.protocol.jsonrpc import parse_batch_item
+
+    reply = parse_batch_item({"jsonrpc": "2.0", "id": 1, "method": "initialize"}, not_batchable="initialize")
+    assert reply == {"jsonrpc": "2.0", "id": 1,
+                     "error": {"code": -32600, "message": "Invalid Request: initialize in a batch"}}
