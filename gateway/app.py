@@ -19,6 +19,7 @@ from gateway.protocol import spec
 from gateway.store.wiring import open_shared_state
 from gateway.transport.errors import setup_error_replies
 from gateway.transport.http import setup_mcp_routes
+from gateway.transport.inflight import InFlight
 from gateway.transport.security import setup_origin_check
 from gateway.transport.streams import StreamHub
 
@@ -55,6 +56,7 @@ async def _gateway_state(app: web.Application) -> AsyncIterator[None]:
         app[keys.POOL] = core.pool
         app[keys.CATALOGUE] = core.catalogue
         app[keys.STREAMS] = streams
+        app[keys.INFLIGHT] = InFlight()
         app[keys.SESSIONS] = shared.sessions
         app[keys.AUTHENTICATOR] = core.authenticator
         app[keys.RATE_LIMITER] = shared.rate_limiter

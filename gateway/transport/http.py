@@ -26,6 +26,7 @@ from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.sse import encode_event
 from gateway.ratelimit import retry_after_header
 from gateway.tenancy import Principal, RequestContext, resolve_tenant
+from gateway.transport.inflight import CancelledByClient
 from gateway.transport.sessions import Session
 
 KEEPALIVE_SECONDS = 15.0
@@ -54,12 +55,29 @@ async def handle_post(request: web.Request) -> web.StreamResponse:
     session = await _session(request, principal)
     ctx = _context(request, principal, session, message.method)
     if not message.is_request:
+        _on_notification(request, message, session)
         await request.app[keys.DISPATCHER].handle(message, ctx)
         return web.Response(status=202)
-    if _wants_stream(request, message):
-        return await _reply_as_stream(request, message, ctx)
-    reply = await request.app[keys.DISPATCHER].handle(message, ctx)
-    return _json(reply)
+    try:
+        if _wants_stream(request, message):
+            return await _reply_as_stream(request, message, ctx)
+        return _json(await _handle(request, message, ctx))
+    except CancelledByClient:
+        ctx.outcome = "cancelled"
+        return web.Response(status=202)  # no JSON-RPC response for a cancelled request
+
+
+async def _handle(request: web.Request, message: Message, ctx: RequestContext) -> JsonObject | None:
+    """Dispatch one request, cancellable by the client's notifications/cancelled."""
+    key = (ctx.session_id or "", message.id)
+    return await request.app[keys.INFLIGHT].run(key, request.app[keys.DISPATCHER].handle(message, ctx))
+
+
+def _on_notification(request: web.Request, message: Message, session: Session) -> None:
+    if message.method == spec.CANCELLED:
+        request_id = (message.params or {}).get("requestId")
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            request.app[keys.INFLIGHT].cancel((session.id, request_id))
 
 
 async def _post_initialize(request: web.Request, principal: Principal, message: Message) -> web.Response:
@@ -113,7 +131,12 @@ async def _reply_as_stream(request: web.Request, message: Message, ctx: RequestC
             await response.write(encode_event(jsonrpc.dumps(notification)))
 
     ctx.notify = notify
-    reply = await request.app[keys.DISPATCHER].handle(message, ctx)
+    try:
+        reply = await _handle(request, message, ctx)
+    except CancelledByClient:
+        ctx.outcome = "cancelled"
+        await response.write_eof()  # the stream ends without a response, as the spec asks
+        return response
     async with lock:
         await response.write(encode_event(jsonrpc.dumps(reply)))
     await response.write_eof()
