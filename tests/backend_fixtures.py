@@ -95,14 +95,8 @@ class RunningBackend:
     async def stop(self) -> None:
         """Terminate the process (kill it if it lingers); safe to call twice."""
         process, self.process = self.process, None
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):  # exited but not yet reaped
-                process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_SECONDS)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if process is not None:
+            await stop_process(process)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -118,6 +112,19 @@ class RunningBackend:
             return ""
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
+
+
+async def stop_process(process: asyncio.subprocess.Process, grace: float = STOP_TIMEOUT_SECONDS) -> None:
+    """SIGTERM, a bounded wait, then SIGKILL: no test leaves a process behind."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):  # exited but not yet reaped
+        process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), grace)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 async def _port_open(port: int) -> bool:

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import aiohttp
 import yaml
-from backend_fixtures import HOST, free_port
+from backend_fixtures import HOST, free_port, stop_process
 
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -69,13 +69,8 @@ class PrometheusServer:
 
     async def stop(self) -> None:
         process, self.process = self.process, None
-        if process is not None and process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_SECONDS)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if process is not None:
+            await stop_process(process, STOP_TIMEOUT_SECONDS)
         if self._log is not None:
             self._log.close()
 
