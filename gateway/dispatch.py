@@ -106,7 +106,6 @@ class Dispatcher:
         forward: JsonObject = {"name": entry.original, "arguments": arguments}
         if isinstance(params.get("_meta"), dict):
             forward["_meta"] = params["_meta"]
-        _check_encodable(forward)
         reply = await self._forward(entry.backend, forward, ctx)
         if "error" in reply:
             ctx.outcome = "backend_error"
@@ -130,6 +129,10 @@ class Dispatcher:
                 headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
                 on_notification=ctx.notify,
             )
+        except orjson.JSONEncodeError as exc:
+            # orjson reads 1024 levels of nesting but writes only 254; the upstream's own encode is
+            # the check, so the arguments are not encoded twice on every call.
+            raise InvalidParams("Invalid params: arguments nested too deeply") from exc
         except UpstreamError as exc:
             log.warning("backend_call_failed", backend=backend_name, reason=exc.reason,
                         error=str(exc), request_id=ctx.request_id)
@@ -138,14 +141,6 @@ class Dispatcher:
         finally:
             if self.metrics is not None:
                 self.metrics.upstream_done(backend_name, spec.TOOLS_CALL, time.perf_counter() - started)
-
-
-def _check_encodable(params: JsonObject) -> None:
-    """orjson reads 1024 levels of nesting but writes only 254: refuse what cannot be forwarded."""
-    try:
-        orjson.dumps(params)
-    except orjson.JSONEncodeError as exc:
-        raise InvalidParams("Invalid params: arguments nested too deeply") from exc
 
 
 def _encoded(backend: str, value: Any, ctx: RequestContext) -> orjson.Fragment:

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from conftest import http_backend_config, make_config
 from hypothesis import HealthCheck, event, given, settings
@@ -112,3 +113,28 @@ def test_any_message_gets_a_clean_answer(dispatcher: tuple[asyncio.AbstractEvent
         assert error["code"] in KNOWN_CODES, reply
         assert error["message"] != "Internal error", f"an unexpected exception for {raw!r:.300}"
         assert len(error["message"]) < 300
+
+
+class EncodingUpstream(EchoUpstream):
+    """Encodes the request as the real upstreams do before sending it."""
+
+    async def request(self, method: str, params: JsonObject | None, **kwargs: Any) -> JsonObject:
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        return await super().request(method, params, **kwargs)
+
+
+def test_arguments_too_deep_to_forward_are_invalid_params(
+    dispatcher: tuple[asyncio.AbstractEventLoop, Dispatcher],
+) -> None:
+    loop, dispatch = dispatcher
+    pool: Any = OnePool()
+    pool.upstream = EncodingUpstream()
+    encoding = Dispatcher(config=dispatch.config, catalogue=dispatch.catalogue, pool=pool)
+    deep: Any = 0
+    for _ in range(253):  # decodable and, alone, encodable: but not once wrapped in a request
+        deep = [deep]
+    params = {"name": "echo__echo", "arguments": {"x": deep}}
+    raw = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    reply = loop.run_until_complete(encoding.handle(jsonrpc.parse_message(raw), context(encoding)))
+    assert reply is not None
+    assert reply["error"] == {"code": -32602, "message": "Invalid params: arguments nested too deeply"}
