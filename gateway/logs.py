@@ -14,7 +14,6 @@ import re
 import secrets
 import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,7 +108,7 @@ class RequestIds:
         return f"{self._prefix}{next(self._counter):016x}"
 
 
-def request_id_of(request: web.Request, fresh: Callable[[], str] = lambda: uuid.uuid4().hex) -> str:
+def request_id_of(request: web.Request, fresh: Callable[[], str]) -> str:
     """The client's X-Request-Id when it is a sane token, else a fresh one."""
     given = request.headers.get(REQUEST_ID_HEADER)
     return given if given and _SAFE_REQUEST_ID.fullmatch(given) else fresh()

@@ -22,7 +22,6 @@ import os
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,7 @@ from gateway.components import Components, build_components, kill_children
 from gateway.config import Config, TenantConfig
 from gateway.dispatch import Dispatcher
 from gateway.errors import Forbidden, GatewayError, InvalidRequest, Unauthorized
-from gateway.logs import configure_logging
+from gateway.logs import RequestIds, configure_logging
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import Principal, RequestContext, resolve_tenant
@@ -170,6 +169,7 @@ class StdioSession:
         self.protocol_version: str = spec.LATEST_VERSION  # until initialize says otherwise
         self.initialized = False
         self.requests = 0
+        self._request_ids = RequestIds()
         self.ended: End | None = None
         self._lines: asyncio.Queue[bytes | End] = asyncio.Queue()
         self._hurry = asyncio.Event()  # set when in-flight requests must not be waited for
@@ -298,8 +298,9 @@ class StdioSession:
         return await self.authenticator.principal_for(self.caller.token)
 
     def _context(self, method: str | None) -> RequestContext:
-        return RequestContext(principal=self.caller.principal, tenant=self.caller.tenant, request_id=uuid.uuid4().hex,
-                              protocol_version=self.protocol_version, method=method, notify=self._notify)
+        return RequestContext(principal=self.caller.principal, tenant=self.caller.tenant,
+                              request_id=self._request_ids(), protocol_version=self.protocol_version,
+                              method=method, notify=self._notify)
 
     # --- output
 
