@@ -99,11 +99,9 @@ def _set_claim(claims: dict[str, Any], path: str, value: Any) -> None:
 
 
 def _catalogue(config: Config, args: argparse.Namespace) -> int:
-    from gateway.catalogue.refresher import CatalogueService
-    from gateway.catalogue.store import MemorySnapshotStore
+    from gateway.components import build_components
     from gateway.config import LoggingConfig
     from gateway.logs import configure_logging
-    from gateway.upstream.pool import UpstreamPool
 
     # stdout is the listing; only warnings (a backend that could not be reached) go to stderr
     configure_logging(LoggingConfig(level="warning", format="json"), stream=sys.stderr)
@@ -113,13 +111,13 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
         return 1
 
     async def build() -> None:
-        pool = UpstreamPool(config.backends)
-        service = CatalogueService(config=config, pool=pool, store=MemorySnapshotStore())
-        await pool.start()
+        core = build_components(config, list_changed=False)  # the same wiring as serve, minus the loop
+        service = core.catalogue
+        await core.pool.start()
         try:
             await service.refresh_all()
         finally:
-            await pool.close()
+            await core.pool.close()
         entries = service.current.entries
         if args.tenant:
             entries = service.view(config.tenants[args.tenant]).entries
