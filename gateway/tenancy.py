@@ -50,17 +50,15 @@ def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) ->
 
 
 def upstream_headers(backend: BackendConfig, tenant: TenantConfig, principal: Principal) -> dict[str, str]:
-    """Headers a backend gets for this tenant: the backend's, then the tenant's overrides,
-    then the identity headers if the backend asked for them.
+    """This call's headers for a backend: the tenant's overrides, then the identity headers if the
+    backend asked for them. The upstream lays them over the backend's own configured `headers`
+    (case-insensitively), so those are not merged here again.
 
     The client's own token is never among them.
     """
-    identity = {"X-MCP-Tenant": principal.tenant, "X-MCP-Subject": principal.subject}
-    if not backend.identity_headers:
-        identity = {}
-    headers: dict[str, str] = {}
-    for layer in (backend.headers, tenant.backend_headers.get(backend.name, {}), identity):
-        _override(headers, layer)
+    headers = dict(tenant.backend_headers.get(backend.name, {}))
+    if backend.identity_headers:
+        _override(headers, {"X-MCP-Tenant": principal.tenant, "X-MCP-Subject": principal.subject})
     return headers
 
 

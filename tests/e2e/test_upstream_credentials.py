@@ -138,7 +138,8 @@ async def world(aiohttp_server: Any, gateway: StartGateway, raw_client: Any) -> 
         [
             http_backend_config("plain", str(plain_server.make_url("/mcp")),
                                 headers={"Authorization": BACKEND_DEFAULT, "X-Backend-Key": "shared-key"}),
-            http_backend_config("ident", str(ident_server.make_url("/mcp")), identity_headers=True),
+            http_backend_config("ident", str(ident_server.make_url("/mcp")), identity_headers=True,
+                                headers={"x-mcp-tenant": "configured"}),  # replaced by the principal's, any case
         ],
         tenants={
             "alpha": {"backend_headers": {"plain": {"authorization": ALPHA_CRED}}},  # other case on purpose
