@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry
 from gateway import keys
 from gateway.admin import setup_admin_routes
 from gateway.auth.metadata import setup_metadata_routes
+from gateway.catalogue.merge import Catalogue
+from gateway.catalogue.refresher import CatalogueListener
 from gateway.components import build_components
 from gateway.config import Config
 from gateway.health import add_readiness_check, setup_health_routes
@@ -70,10 +72,10 @@ async def _gateway_state(app: web.Application) -> AsyncIterator[None]:
         await core.close()
 
 
-def _notify_list_changed(app: web.Application):  # type: ignore[no-untyped-def]
+def _notify_list_changed(app: web.Application) -> CatalogueListener:
     """Tell connected clients whose tenant view changed to list their tools again."""
 
-    async def listener(old, new) -> None:  # type: ignore[no-untyped-def]
+    async def listener(old: Catalogue, new: Catalogue) -> None:
         config = app[keys.CONFIG]
         changed = app[keys.CATALOGUE].views.tenants_changed(old, new, list(config.tenants.values()))
         if changed:
