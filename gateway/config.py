@@ -20,6 +20,10 @@ import yaml
 from gateway.store.urls import SCHEMES as STORE_SCHEMES
 from gateway.store.urls import StoreUrlError, check_store_url
 
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP token (RFC 9110 §5.1)."""
+HEADER_BREAK = re.compile(r"[\r\n\0]")
+
 BACKEND_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{0,32}$")
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -323,6 +327,16 @@ class _Section:
             out[str(k)] = str(v)
         return out
 
+    def header_map(self, key: str) -> dict[str, str]:
+        """HTTP headers: names are tokens, and no value may break its line (header injection)."""
+        headers = self.string_map(key)
+        for name, value in headers.items():
+            if not HEADER_NAME.fullmatch(name):
+                raise ConfigError(f"{self.where(key)}.{name}: not a valid HTTP header name")
+            if HEADER_BREAK.search(value):
+                raise ConfigError(f"{self.where(key)}.{name}: line breaks and NUL are not allowed in a header value")
+        return headers
+
     def section(self, key: str) -> _Section:
         self.seen.add(key)
         return _Section(self.data.get(key), self.where(key))
@@ -513,7 +527,7 @@ def _backend(s: _Section) -> BackendConfig:
         transport=transport,
         namespace=namespace,
         url=s.get("url", str, None),
-        headers=s.string_map("headers"),
+        headers=s.header_map("headers"),
         command=s.strings("command", ()),
         env=s.string_map("env"),
         cwd=s.get("cwd", str, None),
@@ -577,7 +591,7 @@ def _tenant(name: str) -> Callable[[_Section], TenantConfig]:
             tools_deny=deny,
             rate_limit=_rate_limit(s.section("rate_limit")),
             backend_headers={
-                str(b): _Section({str(b): h}, s.where("backend_headers")).string_map(str(b))
+                str(b): _Section({str(b): h}, s.where("backend_headers")).header_map(str(b))
                 for b, h in headers.items()
             },
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,8 @@ from gateway.config import BackendConfig, TenantConfig
 from gateway.errors import Forbidden
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""Characters percent-encoded in identity header values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +61,14 @@ def upstream_headers(backend: BackendConfig, tenant: TenantConfig, principal: Pr
     """
     headers = dict(tenant.backend_headers.get(backend.name, {}))
     if backend.identity_headers:
-        _override(headers, {"X-MCP-Tenant": principal.tenant, "X-MCP-Subject": principal.subject})
+        identity = {"X-MCP-Tenant": principal.tenant, "X-MCP-Subject": principal.subject}
+        _override(headers, {name: _header_safe(value) for name, value in identity.items()})
     return headers
+
+
+def _header_safe(value: str) -> str:
+    """Control characters percent-encoded: a token's `sub` must not write headers of its own."""
+    return _CONTROL.sub(lambda m: f"%{ord(m.group()):02X}", value)
 
 
 def _override(headers: dict[str, str], layer: Mapping[str, str]) -> None:

@@ -237,3 +237,11 @@ def test_header_overrides_ignore_the_case_of_header_names() -> None:
     headers = upstream_headers(backend, tenant, Principal("alpha", "alice"))
     assert sorted((k.lower(), v) for k, v in headers.items()) == [
         ("authorization", "tenant"), ("x-mcp-subject", "alice"), ("x-mcp-tenant", "alpha")]
+
+
+def test_a_subject_with_line_breaks_cannot_write_headers_of_its_own() -> None:
+    """A token's `sub` is the caller's to choose: its control characters reach backends percent-encoded."""
+    backend = BackendConfig("b", "http", "b", url="http://x/mcp", identity_headers=True)
+    headers = upstream_headers(backend, TenantConfig("alpha"), Principal("alpha", "alice\r\nAuthorization: x\0"))
+    assert headers["X-MCP-Subject"] == "alice%0D%0AAuthorization: x%00"
+    assert headers["X-MCP-Tenant"] == "alpha"

@@ -418,6 +418,21 @@ def test_a_bad_tenant_backend_header_is_reported_with_its_key_path() -> None:
     assert error_of(raw) == "tenants.acme.backend_headers.search.X-Key: must be a string"
 
 
+@pytest.mark.parametrize("value", ["k\r\nX-Evil: 1", "k\nX-Evil: 1", "nul\0"])
+def test_a_header_value_that_would_break_its_line_is_refused(value: str) -> None:
+    assert error_of({"backends": [http("search", headers={"X-Key": value})]}) == (
+        "backends[0].headers.X-Key: line breaks and NUL are not allowed in a header value")
+    raw = {"backends": [http("search")], "tenants": {"acme": {"backend_headers": {"search": {"X-Key": value}}}}}
+    assert error_of(raw) == (
+        "tenants.acme.backend_headers.search.X-Key: line breaks and NUL are not allowed in a header value")
+
+
+@pytest.mark.parametrize("name", ["X Key", "X-Key:", "Bad\r\nName", ""])
+def test_a_header_name_that_is_not_a_token_is_refused(name: str) -> None:
+    assert error_of({"backends": [http("search", headers={name: "v"})]}) == (
+        f"backends[0].headers.{name}: not a valid HTTP header name")
+
+
 def test_an_api_key_for_an_unknown_tenant_is_reported() -> None:
     raw = {"auth": {"api_keys": [{"sha256": "a" * 64, "tenant": "ghost", "subject": "s"}]}}
     assert error_of(raw) == "auth.api_keys[0].tenant: unknown tenant 'ghost'"
