@@ -187,7 +187,13 @@ async def test_faults_under_load_stay_contained_and_everything_recovers(
     report(load, (injecting, faulted, restoring, restored, recovered))
     print(f"  tasks {baseline[0]} -> {final[0]}, sockets {baseline[1]} -> {final[1]}, "
           f"children {len(children)} -> {len(after)}")
-    assert {r.reason for r in load.of("", before=injecting)} == {None}, "errors before any fault"
+    # A call in flight when the fault lands (notes' SIGTERM closes its idle connections) may
+    # fail with the fault's reason; every call answered before it must have succeeded.
+    before = load.of("", before=injecting)
+    early = {(r.backend, r.reason) for r in before if r.reason is not None and r.started + r.seconds < injecting}
+    assert not early, f"errors before any fault: {early}"
+    overlapping = {(r.backend, r.reason) for r in before if r.reason is not None}
+    assert all(reason in FAULT_REASONS.get(b, ()) for b, reason in overlapping), overlapping
     for backend in HEALTHY:
         assert {r.reason for r in load.of(backend)} == {None}, f"{backend} saw errors"
     for backend, reasons in FAULT_REASONS.items():
