@@ -122,7 +122,7 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
         if args.tenant:
             entries = service.view(config.tenants[args.tenant]).entries
         for entry in entries:
-            summary = " ".join(str(entry.tool.get("description", "")).split())[:80]
+            summary = " ".join(str(entry.decoded().get("description", "")).split())[:80]
             print(f"{entry.exposed}\t{entry.backend}\t{summary}")
         for name, snapshot in service.current.snapshots.items():
             if snapshot.status != "ok":

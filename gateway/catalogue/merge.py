@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,13 +13,45 @@ from gateway.catalogue.namespace import exposed_name
 
 JsonObject = dict[str, Any]
 
+TASK_SUPPORT_KEY = b'"taskSupport"'
+"""A tool whose JSON lacks this key cannot require tasks, so most tools are never decoded at merge."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One backend tool, kept as compact JSON and decoded only when a field is needed.
+
+    A decoded tool costs about five times its JSON, and a catalogue holds thousands of them.
+    `tail` is the object after its `name` member, so the renamed copy clients see shares it.
+    """
+
+    name: str
+    tail: bytes  # b',"description":…}' or b'}'
+
+    @classmethod
+    def from_dict(cls, tool: JsonObject) -> Tool:
+        """Raises TypeError (orjson's encode error is one) or KeyError for what is not a tool."""
+        name = tool["name"]
+        if not isinstance(name, str):
+            raise TypeError("a tool name is a string")
+        rest = orjson.dumps({k: v for k, v in tool.items() if k != "name"})
+        # Concatenation allocates the exact size: orjson's own result holds a buffer of several KB.
+        return cls(name, b"}" if rest == b"{}" else b"," + memoryview(rest)[1:])
+
+    def json(self, name: str | None = None) -> bytes:
+        """The tool object as JSON, under `name` (by default its own)."""
+        return b'{"name":' + orjson.dumps(self.name if name is None else name) + self.tail
+
+    def decoded(self, name: str | None = None) -> JsonObject:
+        return orjson.loads(self.json(name))
+
 
 @dataclass(frozen=True, slots=True)
 class BackendSnapshot:
     """What one backend offered at `fetched_at`; `status` is ok, stale or down."""
 
     backend: str
-    tools: tuple[JsonObject, ...]
+    tools: tuple[Tool, ...]
     version: str
     fetched_at: float
     status: str = "ok"
@@ -30,8 +62,19 @@ class BackendSnapshot:
 class ToolEntry:
     exposed: str
     backend: str
-    original: str
-    tool: JsonObject  # the backend's tool with only `name` replaced
+    tool: Tool  # the backend's tool; clients see it named `exposed`
+
+    @property
+    def original(self) -> str:
+        return self.tool.name
+
+    def json(self) -> bytes:
+        """The tool as clients see it: the backend's, with only `name` replaced."""
+        return self.tool.json(self.exposed)
+
+    def decoded(self) -> JsonObject:
+        """Parsed on each call: for the few readers of single fields (validation, the CLI)."""
+        return self.tool.decoded(self.exposed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +95,31 @@ class Catalogue:
     snapshots: Mapping[str, BackendSnapshot] = field(default_factory=dict)
 
 
-def snapshot_version(tools: Sequence[JsonObject]) -> str:
+class VersionHash:
+    """`snapshot_version`, fed one tool at a time, so pages can be dropped as they arrive."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256(b"[")  # the hash of the whole list encoded at once
+        self._empty = True
+
+    def add(self, tool: JsonObject) -> None:
+        if not self._empty:
+            self._sha.update(b",")
+        self._sha.update(orjson.dumps(tool, option=orjson.OPT_SORT_KEYS))
+        self._empty = False
+
+    def hexdigest(self) -> str:
+        sha = self._sha.copy()
+        sha.update(b"]")
+        return sha.hexdigest()[:16]
+
+
+def snapshot_version(tools: Iterable[JsonObject]) -> str:
     """A stable hash of a tool list, so unchanged lists keep their version."""
-    return hashlib.sha256(orjson.dumps(list(tools), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    version = VersionHash()
+    for tool in tools:
+        version.add(tool)
+    return version.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +138,14 @@ def backend_entries(backend: str, namespace: str, separator: str, snapshot: Back
     renamed: list[tuple[str, str, str]] = []
     hidden: list[tuple[str, str]] = []
     for tool in snapshot.tools if snapshot else ():
-        original = tool["name"]
+        original = tool.name
         if _needs_tasks(tool):
             hidden.append((backend, original))
             continue
         name = exposed_name(namespace, separator, original)
         if name != (f"{namespace}{separator}{original}" if namespace else original):
             renamed.append((backend, original, name))
-        entries.append(ToolEntry(name, backend, original, {**tool, "name": name}))
+        entries.append(ToolEntry(name, backend, tool))
     key = (namespace, separator, snapshot.version if snapshot else "-")
     return BackendEntries(key, tuple(entries), tuple(renamed), tuple(hidden))
 
@@ -127,8 +192,10 @@ def _named(backend: str, namespace: str, separator: str, snapshot: BackendSnapsh
     return named
 
 
-def _needs_tasks(tool: JsonObject) -> bool:
-    execution = tool.get("execution")
+def _needs_tasks(tool: Tool) -> bool:
+    if TASK_SUPPORT_KEY not in tool.tail:
+        return False
+    execution = tool.decoded().get("execution")
     return isinstance(execution, dict) and execution.get("taskSupport") == "required"
 
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, merge, snapshot_version
+from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, Tool, VersionHash, merge
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
 from gateway.config import BackendConfig, Config, TenantConfig
-from gateway.upstream.base import UpstreamError
+from gateway.upstream.base import Upstream, UpstreamError
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -191,13 +191,13 @@ class CatalogueService:
         started = time.perf_counter()
         previous = self.current.snapshots.get(backend)
         try:
-            tools = await self._fetch(config)
+            tools, version = await self._fetch(config)
         except RefreshFailed as exc:
             snapshot = self._failed(backend, previous, str(exc))
             log.warning("catalogue_refresh_failed", backend=backend, error=str(exc),
                         status=snapshot.status)
         else:
-            snapshot = BackendSnapshot(backend, tools, snapshot_version(tools), self.clock())
+            snapshot = BackendSnapshot(backend, tools, version, self.clock())
             if previous is None or previous.version != snapshot.version or previous.status != "ok":
                 log.info("catalogue_refreshed", backend=backend, tools=len(tools),
                          version=snapshot.version,
@@ -218,31 +218,37 @@ class CatalogueService:
         fetched_at = previous.fetched_at if previous else 0.0
         return BackendSnapshot(backend, (), "-", fetched_at, status="down", error=error)
 
-    async def _fetch(self, backend: BackendConfig) -> tuple[dict[str, Any], ...]:
-        """Drain every page of a backend's tools/list."""
+    async def _fetch(self, backend: BackendConfig) -> tuple[tuple[Tool, ...], str]:
+        """Drain every page of a backend's tools/list: its tools and their snapshot version."""
         upstream = self.pool.get(backend.name)
-        tools: list[dict[str, Any]] = []
+        tools: list[Tool] = []
+        version = VersionHash()
         cursor: Any = None
         seen_cursors: set[str] = set()
         for _ in range(MAX_PAGES):
-            params = {"cursor": cursor} if cursor is not None else None
-            started = time.perf_counter()
-            try:
-                reply = await upstream.request("tools/list", params, timeout=backend.timeout_seconds)
-            except UpstreamError as exc:
-                raise RefreshFailed(f"tools/list failed: {exc.reason}") from exc
-            finally:
-                if self.metrics is not None:
-                    self.metrics.upstream_done(backend.name, "tools/list", time.perf_counter() - started)
-            result = reply.get("result")
-            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-                raise RefreshFailed("tools/list returned no tool list")
-            tools.extend(_usable_tools(backend.name, result["tools"]))
-            cursor = result.get("nextCursor")
+            page, cursor = await self._fetch_page(upstream, backend, cursor, version)
+            tools += page
             if not isinstance(cursor, str) or not cursor or cursor in seen_cursors:
                 break
             seen_cursors.add(cursor)
-        return tuple(tools)
+        return tuple(tools), version.hexdigest()
+
+    async def _fetch_page(self, upstream: Upstream, backend: BackendConfig, cursor: Any,
+                          version: VersionHash) -> tuple[list[Tool], Any]:
+        """One page's tools, compacted here so its decoded reply is gone before the next page is asked for."""
+        params = {"cursor": cursor} if cursor is not None else None
+        started = time.perf_counter()
+        try:
+            reply = await upstream.request("tools/list", params, timeout=backend.timeout_seconds)
+        except UpstreamError as exc:
+            raise RefreshFailed(f"tools/list failed: {exc.reason}") from exc
+        finally:
+            if self.metrics is not None:
+                self.metrics.upstream_done(backend.name, "tools/list", time.perf_counter() - started)
+        result = reply.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            raise RefreshFailed("tools/list returned no tool list")
+        return _usable_tools(backend.name, result["tools"], version), result.get("nextCursor")
 
     async def _install(self, snapshots: dict[str, BackendSnapshot]) -> None:
         old = self.current
@@ -265,12 +271,24 @@ def _same(a: BackendSnapshot, b: BackendSnapshot) -> bool:
     return (a.version, a.status, a.error, a.fetched_at) == (b.version, b.status, b.error, b.fetched_at)
 
 
-def _usable_tools(backend: str, tools: list[Any]) -> list[dict[str, Any]]:
-    """Tools a client can use: an object with a non-empty string name."""
+def _usable_tools(backend: str, tools: list[Any], version: VersionHash) -> list[Tool]:
+    """The tools a client can use, compacted; each is added to `version`, the others are logged."""
     usable = []
-    for tool in tools:
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool["name"]:
-            usable.append(tool)
-        else:
+    for raw in tools:
+        tool = _usable(raw)
+        if tool is None:
             log.warning("backend_tool_invalid", backend=backend)
+            continue
+        usable.append(tool)
+        version.add(raw)
     return usable
+
+
+def _usable(raw: Any) -> Tool | None:
+    """An object with a non-empty string name, as a Tool; None for anything else."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        return None
+    try:
+        return Tool.from_dict(raw)
+    except TypeError:  # orjson cannot write it (nested deeper than 254): no client could get it from us
+        return None

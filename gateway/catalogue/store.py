@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import orjson
 import structlog
 
-from gateway.catalogue.merge import BackendSnapshot
+from gateway.catalogue.merge import BackendSnapshot, Tool
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable
 
@@ -229,7 +229,8 @@ class _RedisLock:
 
 def encode_snapshot(record: StoredSnapshot) -> bytes:
     s = record.snapshot
-    return orjson.dumps({"backend": s.backend, "tools": s.tools, "version": s.version, "fetched_at": s.fetched_at,
+    tools = [orjson.Fragment(tool.json()) for tool in s.tools]  # the tools' own JSON, not re-encoded
+    return orjson.dumps({"backend": s.backend, "tools": tools, "version": s.version, "fetched_at": s.fetched_at,
                          "status": s.status, "error": s.error, "checked_at": record.checked_at})
 
 
@@ -237,7 +238,8 @@ def decode_snapshot(raw: bytes | str) -> StoredSnapshot | None:
     """The stored record, or None when it is not one (written by a future or broken version)."""
     try:
         data = orjson.loads(raw)
-        snapshot = BackendSnapshot(backend=data["backend"], tools=tuple(data["tools"]), version=data["version"],
+        tools = tuple(Tool.from_dict(tool) for tool in data["tools"])
+        snapshot = BackendSnapshot(backend=data["backend"], tools=tools, version=data["version"],
                                    fetched_at=float(data["fetched_at"]), status=data["status"], error=data["error"])
         return StoredSnapshot(snapshot, float(data["checked_at"]))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):

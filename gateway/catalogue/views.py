@@ -5,15 +5,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 import orjson
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 
+from gateway.catalogue.arguments import SchemaCheck
 from gateway.catalogue.merge import Catalogue, ToolEntry
 from gateway.config import TenantConfig
 from gateway.errors import InvalidParams
@@ -45,14 +44,16 @@ class TenantView:
     def __init__(self, catalogue: Catalogue, tenant: TenantConfig, *, page_size: int) -> None:
         self.tenant = tenant.name
         self.entries = tuple(e for e in catalogue.entries if visible(e, tenant))
-        self.by_name = {e.exposed: e for e in self.entries}
+        self.by_name: Mapping[str, ToolEntry] = {e.exposed: e for e in self.entries}
+        if len(self.entries) == len(catalogue.entries):  # sees every tool: share the catalogue's, not a copy
+            self.entries, self.by_name = catalogue.entries, catalogue.by_name
         self.catalogue_version = catalogue.version
         self.id = hashlib.sha256(
             f"{tenant.name}\0{catalogue.version}\0{tenant.backends}{tenant.tools_allow}{tenant.tools_deny}".encode()
         ).hexdigest()[:16]
         self.page_size = page_size
         self.pages = self._encode_pages()
-        self._validators: dict[str, Any] = {}
+        self._validators: dict[str, SchemaCheck] = {}
 
     def lookup(self, name: Any) -> ToolEntry:
         """The entry for an exposed name; unknown and invisible names look the same."""
@@ -75,45 +76,24 @@ class TenantView:
 
     def validate_arguments(self, entry: ToolEntry, arguments: dict[str, Any]) -> str | None:
         """The first schema violation of `arguments`, or None when they conform."""
-        validator = self._validators.get(entry.exposed)
-        if validator is None:
-            validator = self._validators[entry.exposed] = _compile(entry.tool.get("inputSchema"))
-        if validator is False:
-            return None
-        try:
-            if validator.is_valid(arguments):  # the common case: no error search, no best_match ranking
-                return None
-            error = schema_errors.best_match(validator.iter_errors(arguments))
-        except Exception:  # e.g. an unresolvable $ref: a schema we cannot evaluate is the backend's to judge
-            self._validators[entry.exposed] = False
-            return None
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path)
-        return f"Invalid arguments for tool {entry.exposed}: {error.message}" + (f" (at {where})" if where else "")
+        check = self._validators.get(entry.exposed)
+        if check is None:
+            check = self._validators[entry.exposed] = SchemaCheck(entry.decoded().get("inputSchema"))
+        problem = check.problem(arguments)
+        return f"Invalid arguments for tool {entry.exposed}: {problem}" if problem else None
 
     def _encode_pages(self) -> list[orjson.Fragment]:
-        tools = [e.tool for e in self.entries]
-        chunks = [tools[i : i + self.page_size] for i in range(0, len(tools), self.page_size)] or [[]]
-        pages = []
-        for i, chunk in enumerate(chunks):
-            result: dict[str, Any] = {"tools": chunk}
-            if i + 1 < len(chunks):
-                result["nextCursor"] = _encode_cursor(_Cursor(self.id, (i + 1) * self.page_size))
-            pages.append(orjson.Fragment(orjson.dumps(result)))
-        return pages
+        starts = range(0, len(self.entries), self.page_size) or range(1)  # no tools: one empty page
+        return [self._encode_page(start) for start in starts]
 
-
-def _compile(schema: Any) -> Any:
-    """A validator for a tool's inputSchema, or False when the schema itself is unusable."""
-    if not isinstance(schema, dict):
-        return False
-    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except schema_errors.SchemaError:
-        return False  # the backend's schema is broken; let the backend judge the arguments
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    def _encode_page(self, start: int) -> orjson.Fragment:
+        """Joined from each tool's JSON, so nothing is decoded and the page is allocated at its size."""
+        end = start + self.page_size
+        tools = b",".join([e.json() for e in self.entries[start:end]])
+        more = b""
+        if end < len(self.entries):
+            more = b',"nextCursor":' + orjson.dumps(_encode_cursor(_Cursor(self.id, end)))
+        return orjson.Fragment(b"".join((b'{"tools":[', tools, b"]", more, b"}")))
 
 
 def _encode_cursor(cursor: _Cursor) -> str:

@@ -7,14 +7,21 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 import redis.asyncio as aioredis
 import structlog
 from conftest import make_config
 from redis.asyncio.cluster import RedisCluster
 
-from gateway.catalogue.merge import BackendSnapshot
-from gateway.catalogue.store import MemorySnapshotStore, RedisSnapshotStore
+from gateway.catalogue.merge import BackendSnapshot, Tool, snapshot_version
+from gateway.catalogue.store import (
+    MemorySnapshotStore,
+    RedisSnapshotStore,
+    StoredSnapshot,
+    decode_snapshot,
+    encode_snapshot,
+)
 from gateway.config import ConfigError
 from gateway.ratelimit import MemoryRateLimiter
 from gateway.store.client import create_client, uses_hiredis
@@ -116,6 +123,37 @@ async def test_an_operation_that_hangs_counts_as_an_outage_after_the_timeout() -
     with pytest.raises(StoreUnavailable):
         await health.call(lambda: asyncio.sleep(5))
     assert not health.up
+
+
+# ---------------------------------------------------------------- the snapshot record
+
+
+TOOLS = ({"name": "add", "description": "Sum", "inputSchema": {"type": "object", "required": ["a"]}},
+         {"name": 'odd "name" é'})
+
+
+def stored(tools: tuple[dict[str, Any], ...] = TOOLS) -> StoredSnapshot:
+    snapshot = BackendSnapshot("calc", tuple(map(Tool.from_dict, tools)), snapshot_version(tools), 100.0,
+                               status="stale", error="timeout")
+    return StoredSnapshot(snapshot, 99.5)
+
+
+def test_a_snapshot_record_comes_back_equal() -> None:
+    assert decode_snapshot(encode_snapshot(stored())) == stored()
+
+
+def test_a_snapshot_record_keeps_its_tools_as_plain_json_objects() -> None:
+    """The format other replicas (and older versions of this one) read."""
+    assert orjson.loads(encode_snapshot(stored())) == {
+        "backend": "calc", "tools": list(TOOLS), "version": snapshot_version(TOOLS), "fetched_at": 100.0,
+        "status": "stale", "error": "timeout", "checked_at": 99.5,
+    }
+
+
+@pytest.mark.parametrize("tools", [[{"description": "no name"}], [{"name": 5}], ["add"], "add", None])
+def test_a_record_with_something_else_than_tools_is_unreadable(tools: Any) -> None:
+    record = orjson.loads(encode_snapshot(stored()))
+    assert decode_snapshot(orjson.dumps({**record, "tools": tools})) is None
 
 
 # ---------------------------------------------------------------- sessions and snapshots in Redis
@@ -230,8 +268,8 @@ async def test_the_refresh_lock_is_exclusive_and_only_its_owner_releases_it(two:
 async def test_a_snapshot_saved_while_down_goes_back_only_if_no_one_checked_more_recently(
         two: tuple[Replica, Replica]) -> None:
     x, y = two
-    old = BackendSnapshot("calc", ({"name": "a"},), "v1", 100.0)
-    new = BackendSnapshot("calc", ({"name": "a"}, {"name": "b"}), "v2", 200.0)
+    old = BackendSnapshot("calc", (Tool.from_dict({"name": "a"}),), "v1", 100.0)
+    new = BackendSnapshot("calc", (Tool.from_dict({"name": "a"}), Tool.from_dict({"name": "b"})), "v2", 200.0)
     x.down()
     await x.snapshots.save(old, checked_at=100.0)
     assert (await x.snapshots.get("calc")).snapshot == old  # the local copy answers

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from gateway.catalogue.merge import BackendSnapshot, Catalogue, Collision, ToolEntry, merge, snapshot_version
+import orjson
+import pytest
+
+from gateway.catalogue.merge import (
+    BackendSnapshot,
+    Catalogue,
+    Collision,
+    Tool,
+    ToolEntry,
+    VersionHash,
+    merge,
+    snapshot_version,
+)
 
 JsonObject = dict[str, Any]
 
@@ -14,7 +27,7 @@ def tool(name: str, **fields: Any) -> JsonObject:
 
 
 def snap(backend: str, *tools: JsonObject) -> BackendSnapshot:
-    return BackendSnapshot(backend, tools, snapshot_version(tools), fetched_at=0.0)
+    return BackendSnapshot(backend, tuple(map(Tool.from_dict, tools)), snapshot_version(tools), fetched_at=0.0)
 
 
 def build(order: list[tuple[str, str]], *snapshots: BackendSnapshot, separator: str = "__") -> Catalogue:
@@ -34,9 +47,10 @@ def test_entries_follow_the_configured_backend_order_then_the_tool_order() -> No
 
 
 def test_each_entry_knows_its_backend_and_original_name() -> None:
-    original = tool("now")
-    catalogue = build([("clock", "time")], snap("clock", original))
-    assert catalogue.entries == (ToolEntry("time__now", "clock", "now", {**original, "name": "time__now"}),)
+    snapshot = snap("clock", tool("now"))
+    catalogue = build([("clock", "time")], snapshot)
+    assert catalogue.entries == (ToolEntry("time__now", "clock", snapshot.tools[0]),)
+    assert (catalogue.entries[0].original, catalogue.entries[0].tool.name) == ("now", "now")
     assert catalogue.by_name == {"time__now": catalogue.entries[0]}
 
 
@@ -70,15 +84,17 @@ def test_every_field_but_the_name_is_passed_through_unchanged() -> None:
         "icons": [{"src": "https://x/icon.png"}], "_meta": {"k": [1, 2]},
         "execution": {"taskSupport": "optional"}, "x-extension": None,
     }
-    entry = build([("s", "s")], snap("s", original)).by_name["s__search"]
-    assert entry.tool == {**original, "name": "s__search"}
-    assert entry.tool["inputSchema"] is original["inputSchema"]
+    snapshot = snap("s", original)
+    entry = build([("s", "s")], snapshot).by_name["s__search"]
+    assert entry.decoded() == {**original, "name": "s__search"}
+    assert orjson.loads(entry.json()) == {**original, "name": "s__search"}
+    assert entry.tool is snapshot.tools[0]  # shared with the snapshot, not copied
 
 
 def test_the_backend_tool_is_not_modified() -> None:
-    original = tool("x")
-    build([("a", "a")], snap("a", original))
-    assert original == {"name": "x", "inputSchema": {"type": "object"}}
+    snapshot = snap("a", tool("x"))
+    build([("a", "a")], snapshot)
+    assert snapshot.tools[0].decoded() == {"name": "x", "inputSchema": {"type": "object"}}
 
 
 # ---------------------------------------------------------------- collisions
@@ -89,7 +105,7 @@ def test_on_a_collision_the_first_listed_backend_wins() -> None:
                       snap("b", tool("search", description="B"), tool("other")))
     assert names(catalogue) == ["search", "other"]
     assert catalogue.by_name["search"].backend == "a"
-    assert catalogue.by_name["search"].tool["description"] == "A"
+    assert catalogue.by_name["search"].decoded()["description"] == "A"
 
 
 def test_the_losing_backend_is_reported() -> None:
@@ -125,7 +141,7 @@ def test_a_renamed_tool_is_reported_with_both_names() -> None:
     catalogue = build([("b", "b")], snap("b", tool("bad name"), tool("good")))
     assert catalogue.renamed == (("b", "bad name", "b__bad_name_5880eb90"),)
     assert catalogue.by_name["b__bad_name_5880eb90"].original == "bad name"
-    assert catalogue.by_name["b__bad_name_5880eb90"].tool["name"] == "b__bad_name_5880eb90"
+    assert catalogue.by_name["b__bad_name_5880eb90"].decoded()["name"] == "b__bad_name_5880eb90"
 
 
 def test_a_tool_that_requires_tasks_is_hidden_and_reported() -> None:
@@ -139,6 +155,12 @@ def test_a_tool_with_optional_or_forbidden_task_support_is_shown() -> None:
                                          tool("f", execution={"taskSupport": "forbidden"}),
                                          tool("w", execution="required")))
     assert (names(catalogue), catalogue.hidden) == (["a__o", "a__f", "a__w"], ())
+
+
+def test_task_support_named_only_in_text_or_nested_fields_does_not_hide_a_tool() -> None:
+    catalogue = build([("a", "a")], snap("a", tool("d", description='set "taskSupport": "required" later'),
+                                         tool("n", inputSchema={"execution": {"taskSupport": "required"}})))
+    assert (names(catalogue), catalogue.hidden) == (["a__d", "a__n"], ())
 
 
 def test_a_hidden_tool_does_not_win_a_collision() -> None:
@@ -167,6 +189,20 @@ def test_the_snapshot_version_changes_when_a_tool_changes() -> None:
 
 def test_the_snapshot_version_is_16_hex_characters() -> None:
     assert snapshot_version([]) == "4f53cda18c2baa0c"
+
+
+def test_the_snapshot_version_hashes_the_whole_sorted_list_so_stored_versions_stay_valid() -> None:
+    tools = [tool("b", description="é"), tool("a", annotations={"z": 1, "a": [2]})]
+    whole = hashlib.sha256(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    assert snapshot_version(tools) == whole
+
+
+def test_a_version_hash_fed_one_tool_at_a_time_can_be_read_midway() -> None:
+    version = VersionHash()
+    version.add(tool("a"))
+    assert version.hexdigest() == snapshot_version([tool("a")])
+    version.add(tool("b"))
+    assert version.hexdigest() == snapshot_version([tool("a"), tool("b")])
 
 
 def test_the_catalogue_version_is_stable_for_the_same_input() -> None:
@@ -210,3 +246,36 @@ def test_a_memo_does_not_change_the_merge() -> None:
     order = [("a", ""), ("b", "")]
     snapshots = {"a": snap("a", tool("x")), "b": snap("b", tool("x"), tool("y"))}
     assert merge(order, snapshots, "__", {}) == merge(order, snapshots, "__")
+
+
+# ---------------------------------------------------------------- compact tools
+
+
+@pytest.mark.parametrize("original", [
+    {"name": "x"},
+    {"description": "name last", "name": "x"},
+    {"name": 'quote " and \\ and é and \u2028', "inputSchema": {"type": "object"}, "_meta": None},
+])
+def test_a_tool_keeps_every_field_as_compact_json(original: JsonObject) -> None:
+    compact = Tool.from_dict(original)
+    assert (compact.name, compact.decoded()) == (original["name"], original)
+    assert orjson.loads(compact.json()) == original
+    assert compact.decoded("renamed") == {**original, "name": "renamed"}
+    assert len(compact.json()) == len(orjson.dumps(original))  # as compact as orjson writes it
+
+
+def test_a_tool_is_kept_at_its_own_size() -> None:
+    compact = Tool.from_dict(tool("x", description="d" * 100))
+    assert len(compact.tail) < 200
+    assert compact.tail.__sizeof__() < 300  # not orjson's buffer of several KB
+
+
+def test_equal_tools_are_equal() -> None:
+    assert Tool.from_dict(tool("x")) == Tool.from_dict(tool("x"))
+    assert Tool.from_dict(tool("x")) != Tool.from_dict(tool("x", description="d"))
+
+
+@pytest.mark.parametrize("garbage", [{"description": "no name"}, {"name": 5}, ["name"], "name"])
+def test_what_is_not_a_tool_is_refused(garbage: Any) -> None:
+    with pytest.raises((KeyError, TypeError)):
+        Tool.from_dict(garbage)

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.catalogue.merge import BackendSnapshot, Catalogue, merge, snapshot_version
+from gateway.catalogue.merge import BackendSnapshot, Catalogue, Tool, merge, snapshot_version
 from gateway.catalogue.views import TenantView, ViewCache, visible
 from gateway.config import TenantConfig
 from gateway.errors import InvalidParams
@@ -27,7 +27,8 @@ def tool(name: str, **fields: Any) -> JsonObject:
 
 
 def catalogue(tools: dict[str, list[JsonObject]]) -> Catalogue:
-    snapshots = {b: BackendSnapshot(b, tuple(t), snapshot_version(t), 0.0) for b, t in tools.items()}
+    snapshots = {b: BackendSnapshot(b, tuple(map(Tool.from_dict, t)), snapshot_version(t), 0.0)
+                 for b, t in tools.items()}
     return merge([(b, b) for b in tools], snapshots, "__")
 
 
@@ -172,6 +173,22 @@ def test_a_page_carries_the_tools_unchanged() -> None:
         "tools": [{"name": "s__a", "inputSchema": {"type": "object"}, "description": "d",
                    "annotations": {"readOnlyHint": True}}],
     }
+
+
+def test_a_page_is_exactly_what_encoding_its_tools_gives() -> None:
+    view = TenantView(many(3), tenant(), page_size=2)
+    raw = orjson.dumps(view.page(None))
+    tools = [e.decoded() for e in view.entries[:2]]
+    assert raw == orjson.dumps({"tools": tools, "nextCursor": first_cursor(view)})
+    assert orjson.dumps(view.pages[1]) == orjson.dumps({"tools": [view.entries[2].decoded()]})
+
+
+def test_a_tenant_seeing_every_tool_shares_the_catalogues_index() -> None:
+    everything = TenantView(CAT, tenant(), page_size=10)
+    some = TenantView(CAT, tenant(deny=("clock__*",)), page_size=10)
+    assert everything.entries is CAT.entries and everything.by_name is CAT.by_name
+    assert some.by_name is not CAT.by_name
+    assert set(some.by_name) == {"search__query", "search__delete_all", "search__delete_one"}
 
 
 def test_an_empty_view_has_one_empty_page() -> None:

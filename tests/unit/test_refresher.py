@@ -1,0 +1,80 @@
+"""gateway.catalogue.refresher: what a backend's tools/list pages become in the catalogue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from conftest import http_backend_config, make_config
+
+from gateway.catalogue.merge import snapshot_version
+from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.store import MemorySnapshotStore
+
+JsonObject = dict[str, Any]
+
+
+def nested(depth: int) -> JsonObject:
+    schema: JsonObject = {"type": "object"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+GOOD = [{"name": "first", "description": "d", "inputSchema": {"type": "object"}}, {"name": "second"},
+        {"name": "third", "inputSchema": nested(100)}]
+BAD = [{"name": ""}, {"name": 5}, {"description": "no name"}, "tool", None,
+       {"name": "too_deep", "inputSchema": nested(300)}]  # orjson reads this deep but writes only 254 levels
+
+
+class PagedUpstream:
+    """A backend whose tools/list answers one page per cursor, mixing good and bad tools."""
+
+    def __init__(self, pages: list[list[Any]]) -> None:
+        self.pages = pages
+        self.asked: list[Any] = []
+
+    async def request(self, method: str, params: JsonObject | None, **_: Any) -> JsonObject:
+        index = int((params or {}).get("cursor", 0))
+        self.asked.append(index)
+        result: JsonObject = {"tools": self.pages[index]}
+        if index + 1 < len(self.pages):
+            result["nextCursor"] = str(index + 1)
+        return {"jsonrpc": "2.0", "id": 1, "result": result}
+
+    def on_list_changed(self, callback: Any) -> None: ...
+
+
+class OnePool:
+    def __init__(self, upstream: PagedUpstream) -> None:
+        self.upstream = upstream
+
+    def get(self, name: str) -> PagedUpstream:
+        return self.upstream
+
+
+async def refreshed(pages: list[list[Any]]) -> CatalogueService:
+    config = make_config([http_backend_config("b", "http://127.0.0.1:9/mcp")])
+    pool: Any = OnePool(PagedUpstream(pages))
+    service = CatalogueService(config=config, pool=pool, store=MemorySnapshotStore())
+    await service.refresh_all()
+    return service
+
+
+async def test_every_page_is_drained_and_only_usable_tools_are_kept() -> None:
+    service = await refreshed([[GOOD[0], BAD[0], BAD[1]], [BAD[2], GOOD[1], BAD[3]], [BAD[4], BAD[5], GOOD[2]]])
+    assert service.pool.get("b").asked == [0, 1, 2]
+    assert [e.exposed for e in service.current.entries] == ["b__first", "b__second", "b__third"]
+    assert [e.decoded() for e in service.current.entries] == [{**t, "name": f"b__{t['name']}"} for t in GOOD]
+
+
+async def test_the_version_is_that_of_the_usable_tools_whatever_the_paging() -> None:
+    paged = await refreshed([[GOOD[0]], [BAD[0], GOOD[1]], [GOOD[2]]])
+    whole = await refreshed([[*GOOD, *BAD]])
+    assert paged.current.snapshots["b"].version == whole.current.snapshots["b"].version == snapshot_version(GOOD)
+
+
+async def test_the_listing_clients_get_carries_the_kept_tools() -> None:
+    service = await refreshed([[*GOOD, *BAD]])
+    page = orjson.loads(orjson.dumps(service.view(service.config.tenants["acme"]).page(None)))
+    assert [t["name"] for t in page["tools"]] == ["b__first", "b__second", "b__third"]
