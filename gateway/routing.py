@@ -21,8 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -106,8 +105,8 @@ class Limiter:
         self._queue = queue
         self.waiting = 0
 
-    @asynccontextmanager
-    async def slot(self, backend: str) -> AsyncIterator[None]:
+    async def acquire(self, backend: str) -> None:
+        """Take a slot, queueing if none is free; pair with `release()`."""
         if self._slots.locked():
             if self.waiting >= self._queue:
                 raise UpstreamError("overloaded", f"{backend}: {self.waiting} calls already queued", sent=False)
@@ -118,10 +117,9 @@ class Limiter:
                 self.waiting -= 1
         else:
             await self._slots.acquire()
-        try:
-            yield
-        finally:
-            self._slots.release()
+
+    def release(self) -> None:
+        self._slots.release()
 
 
 # ---------------------------------------------------------------- the routed upstream
@@ -225,24 +223,26 @@ class RoutedUpstream:
         in_slot = False
         try:
             async with asyncio.timeout_at(started + timeout) as scope:
-                async with self._limiter.slot(self.name):
-                    in_slot = True
+                await self._limiter.acquire(self.name)
+                in_slot = True
+                try:
                     handler = _extending(scope, loop, started, timeout, cap, on_notification)
-                    return await self._attempts(method, params, started + cap, key, headers, handler)
+                    return await self._attempts(method, params, key, headers, handler)
+                finally:
+                    self._limiter.release()
         except TimeoutError as exc:
             error = UpstreamError("timeout", f"{self.name}: {method} timed out ({loop.time() - started:.1f}s)")
             if not in_slot:
                 raise _Queued(error) from exc
             raise error from exc
 
-    async def _attempts(self, method: str, params: JsonObject | None, hard_deadline: float, key: str,
+    async def _attempts(self, method: str, params: JsonObject | None, key: str,
                         headers: Mapping[str, str] | None, handler: NotificationHandler) -> JsonObject:
-        loop = asyncio.get_running_loop()
         attempt = 0
         while True:
             try:
-                # The cap is the upstream's own bound: our scope (shorter, or as long) always acts first.
-                return await self.inner.request(method, params, timeout=max(hard_deadline - loop.time(), 0.001),
+                # timeout=None: the scope in _bounded bounds every attempt (and the retry waits).
+                return await self.inner.request(method, params, timeout=None,
                                                 session_key=key, headers=headers, on_notification=handler)
             except UpstreamError as exc:
                 if not should_retry(method, exc, attempt, self.policy.retries):

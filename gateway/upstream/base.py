@@ -50,13 +50,15 @@ class Upstream(Protocol):
         method: str,
         params: JsonObject | None,
         *,
-        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        timeout: float | None,  # noqa: ASYNC109 - the per-call budget; None: the caller bounds it
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
     ) -> JsonObject:
         """Send one request; return the backend's response object (`result` or `error`).
 
+        `timeout` None means the caller already bounds the call (RoutedUpstream's deadline
+        scope does), which spares a second timer per call.
         `headers` are extra HTTP headers for this upstream session (tenant credentials);
         stdio upstreams ignore them. `on_notification` receives notifications the backend
         sends about this request (progress), with the progress token mapped back.

@@ -1,6 +1,6 @@
-"""The Streamable HTTP upstream: MCP over POST (JSON or SSE replies) with aiohttp.
+"""The Streamable HTTP upstream: MCP over POST (JSON or SSE replies).
 
-One pooled `aiohttp.ClientSession` per backend. Each `session_key` (a tenant, or "" for
+One pooled `HttpClient` (upstream/httpclient.py) per backend. Each `session_key` (a tenant, or "" for
 the gateway's own catalogue work) gets its own backend session: `Mcp-Session-Id`,
 negotiated protocol version, handshake done lazily and once. A 404 on a session means the
 backend forgot it (restart, idle expiry): the session is re-created and the request sent
@@ -20,7 +20,6 @@ from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 import structlog
 from multidict import CIMultiDict
@@ -49,9 +48,12 @@ from gateway.upstream.base import (
     restore_progress_token,
     swap_progress_token,
 )
+from gateway.upstream.httpclient import ConnectFailed, HttpClient, Response, TransportFailed
 
 SESSION_HEADER = "Mcp-Session-Id"
 """Backend session id, issued on the initialize response."""
+SESSION_HEADER_KEY = SESSION_HEADER.lower()
+"""The same, as reply headers are keyed."""
 VERSION_HEADER = "MCP-Protocol-Version"
 """Negotiated protocol version, sent on every request after initialize."""
 ACCEPT_POST = "application/json, text/event-stream"
@@ -65,8 +67,8 @@ NOTIFY_TIMEOUT = 5.0
 DEFAULT_RETRY_MS = 1000
 """Reconnect delay for a POST stream closed early when the backend sent no `retry`."""
 
-_TRANSPORT_ERRORS = (aiohttp.ClientError, ConnectionError)
-"""Refused, reset, DNS, broken streams (ConnectionError: a raw reset can slip past aiohttp)."""
+_TRANSPORT_ERRORS = (TransportFailed, OSError)
+"""Refused, reset, DNS, malformed replies, broken streams."""
 
 _log = structlog.get_logger("gateway.upstream")
 
@@ -119,7 +121,7 @@ class HttpUpstream:
         self._max_response_bytes = max_response_bytes
         self._protocol_version = protocol_version
         self._client_info = dict(client_info)
-        self._http: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._sessions: dict[str, _Session] = {}
         self._handshake_locks: dict[str, asyncio.Lock] = {}
         self._ids = itertools.count(1)
@@ -130,23 +132,22 @@ class HttpUpstream:
     # --- the Upstream protocol ----------------------------------------------------------
 
     async def start(self) -> None:
-        if self._http is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections)
-            # No aiohttp timeouts: request() bounds the whole exchange with asyncio.timeout.
-            timeout = aiohttp.ClientTimeout(total=None)
-            self._http = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        if self._http is None:  # no client timeouts: request() bounds each exchange with asyncio.timeout
+            self._http = HttpClient(self._url, max_connections=self._max_connections)
 
     async def request(
         self,
         method: str,
         params: JsonObject | None,
         *,
-        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        timeout: float | None,  # noqa: ASYNC109 - the per-call budget; None: the caller bounds it
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
     ) -> JsonObject:
         merged = self._merge(headers)
+        if timeout is None:
+            return await self._request(method, params, session_key, merged, on_notification)
         try:
             async with asyncio.timeout(timeout):
                 return await self._request(method, params, session_key, merged, on_notification)
@@ -201,6 +202,9 @@ class HttpUpstream:
 
     async def _ready_session(self, key: str, headers: CIMultiDict[str]) -> _Session:
         """`_session`, with a failed handshake marked unsent: the caller's request never left."""
+        session = self._sessions.get(key)
+        if session is not None:  # the usual case, without a coroutine more
+            return session
         try:
             return await self._session(key, headers)
         except UpstreamError as exc:
@@ -232,7 +236,7 @@ class HttpUpstream:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self) -> HttpClient:
         if self._http is None:
             raise UpstreamError("unavailable", f"{self.name}: upstream not started or closed")
         return self._http
@@ -271,22 +275,21 @@ class HttpUpstream:
     async def _exchange(
         self, session: _Session, message: JsonObject, headers: CIMultiDict[str], route: _Route
     ) -> JsonObject:
-        """POST one request and read its reply; aiohttp failures become `unavailable`."""
-        try:
-            async with self._client().post(
-                self._url,
-                data=orjson.dumps(message),
-                headers=self._session_headers(session, headers),
-            ) as resp:
-                if message["method"] == "initialize":
-                    session.session_id = resp.headers.get(SESSION_HEADER)
-                return await self._reply(resp, session, route)
-        except aiohttp.ClientConnectorError as exc:  # no connection, so not one byte of the request went out
-            raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}", sent=False) from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}") from exc
+        """POST one request and read its reply; transport failures become `unavailable`."""
+        async def consume(resp: Response) -> JsonObject:
+            if message["method"] == "initialize":
+                session.session_id = resp.headers.get(SESSION_HEADER_KEY)
+            return await self._reply(resp, session, route)
 
-    async def _reply(self, resp: aiohttp.ClientResponse, session: _Session, route: _Route) -> JsonObject:
+        try:
+            return await self._client().send("POST", self._session_headers(session, headers), orjson.dumps(message),
+                                             consume)
+        except ConnectFailed as exc:  # no connection, so not one byte of the request went out
+            raise UpstreamError("unavailable", f"{self.name}: {exc}", sent=False) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise UpstreamError("unavailable", f"{self.name}: {exc}") from exc
+
+    async def _reply(self, resp: Response, session: _Session, route: _Route) -> JsonObject:
         if resp.status == 404 and session.session_id:
             raise _SessionExpired(self.name)
         if not 200 <= resp.status < 300:
@@ -297,7 +300,7 @@ class HttpUpstream:
             return await self._read_stream(resp, session, route)
         raise UpstreamError("bad_response", f"{self.name}: HTTP {resp.status} {resp.content_type}")
 
-    async def _error_reply(self, resp: aiohttp.ClientResponse, request_id: int) -> JsonObject:
+    async def _error_reply(self, resp: Response, request_id: int) -> JsonObject:
         """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
         if resp.content_type == JSON:
             with suppress(UpstreamError):
@@ -306,36 +309,35 @@ class HttpUpstream:
                     return message
         raise UpstreamError("unavailable", f"{self.name}: HTTP {resp.status}")
 
-    async def _json_body(self, resp: aiohttp.ClientResponse) -> Any:
+    async def _json_body(self, resp: Response) -> Any:
         return self._decode(await self._read_bounded(resp))
 
-    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes:
+    async def _read_bounded(self, resp: Response) -> bytes:
         """The body, or bad_response as soon as it passes max_response_bytes (never buffered whole)."""
         if resp.content_length is not None:
             if resp.content_length > self._max_response_bytes:
                 raise self._too_large(resp)
             return await resp.read()  # bounded by the check above
         chunks, size = [], 0
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.chunks():
             size += len(chunk)
             if size > self._max_response_bytes:
                 raise self._too_large(resp)
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _too_large(self, resp: aiohttp.ClientResponse) -> UpstreamError:
-        resp.close()  # the unread rest must not be left on a pooled connection
+    def _too_large(self, resp: Response) -> UpstreamError:
+        # Raised inside HttpClient.send's callback, so the client closes the connection with its unread rest.
         return UpstreamError("bad_response", f"{self.name}: reply over {self._max_response_bytes} bytes")
 
-    async def _events(self, resp: aiohttp.ClientResponse, decoder: SseDecoder) -> AsyncIterator[SseEvent]:
+    async def _events(self, resp: Response, decoder: SseDecoder) -> AsyncIterator[SseEvent]:
         """Decode an SSE body; an event growing past max_response_bytes is cut as bad_response.
 
         `pending` counts bytes since the last complete event; after a chunk that completed
         events only its tail can be unfinished, so resetting then undercounts by < one chunk.
         """
         pending = 0
-        # iter_any, not line iteration: one event may exceed aiohttp's line-length limit.
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.chunks():
             pending += len(chunk)
             if pending > self._max_response_bytes:
                 raise self._too_large(resp)
@@ -353,7 +355,7 @@ class HttpUpstream:
 
     # --- SSE replies --------------------------------------------------------------------
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse, session: _Session, route: _Route) -> JsonObject:
+    async def _read_stream(self, resp: Response, session: _Session, route: _Route) -> JsonObject:
         """Read events up to our response; resume by GET if the backend closes early."""
         decoder = SseDecoder()
         reply = await self._consume(resp, decoder, session, route)
@@ -365,14 +367,15 @@ class HttpUpstream:
 
     async def _resume(self, decoder: SseDecoder, session: _Session, route: _Route) -> JsonObject | None:
         await asyncio.sleep((decoder.retry or DEFAULT_RETRY_MS) / 1000)
-        headers = self._stream_headers(session, decoder)
+        async def consume(resp: Response) -> JsonObject | None:
+            if resp.status != 200 or resp.content_type != EVENT_STREAM:
+                raise UpstreamError("unavailable", f"{self.name}: resume got HTTP {resp.status}")
+            decoder.reconnected()
+            return await self._consume(resp, decoder, session, route)
+
         try:
-            async with self._client().get(self._url, headers=headers) as resp:
-                if resp.status != 200 or resp.content_type != EVENT_STREAM:
-                    raise UpstreamError("unavailable", f"{self.name}: resume got HTTP {resp.status}")
-                decoder.reconnected()
-                return await self._consume(resp, decoder, session, route)
-        except aiohttp.ClientConnectorError as exc:  # the POST did go out: this must not read as "unsent"
+            return await self._client().send("GET", self._stream_headers(session, decoder), None, consume)
+        except _TRANSPORT_ERRORS as exc:  # the POST did go out: even a refused connection is not "unsent"
             raise UpstreamError("unavailable", f"{self.name}: resume failed: {exc}") from exc
 
     def _stream_headers(self, session: _Session, decoder: SseDecoder) -> CIMultiDict[str]:
@@ -384,7 +387,7 @@ class HttpUpstream:
         return headers
 
     async def _consume(
-        self, resp: aiohttp.ClientResponse, decoder: SseDecoder, session: _Session, route: _Route
+        self, resp: Response, decoder: SseDecoder, session: _Session, route: _Route
     ) -> JsonObject | None:
         async with aclosing(self._events(resp, decoder)) as events:
             async for event in events:
@@ -444,15 +447,13 @@ class HttpUpstream:
         """POST a notification or response; return the HTTP status (202 expected)."""
         headers = self._session_headers(session, session.headers)
         try:
-            async with self._client().post(self._url, data=orjson.dumps(message), headers=headers) as resp:
-                return resp.status
+            return await self._client().send("POST", headers, orjson.dumps(message), _status)
         except _TRANSPORT_ERRORS as exc:
             raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
-    async def _delete(self, http: aiohttp.ClientSession, session: _Session) -> None:
+    async def _delete(self, http: HttpClient, session: _Session) -> None:
         headers = self._session_headers(session, session.headers)
-        async with http.delete(self._url, headers=headers):
-            pass
+        await http.send("DELETE", headers, None, _status)
 
     # --- the GET stream (server -> gateway notifications) ----------------------------------
 
@@ -476,7 +477,7 @@ class HttpUpstream:
             await asyncio.sleep(backoff.next())
 
     async def _listen_once(self, session: _Session, decoder: SseDecoder, backoff: Backoff) -> int:
-        async with self._client().get(self._url, headers=self._stream_headers(session, decoder)) as resp:
+        async def consume(resp: Response) -> int:
             if resp.status != 200 or resp.content_type != EVENT_STREAM:
                 return resp.status
             backoff.reset()
@@ -485,6 +486,8 @@ class HttpUpstream:
                 async for event in events:
                     self._on_stream_event(session, event)
             return resp.status
+
+        return await self._client().send("GET", self._stream_headers(session, decoder), None, consume)
 
     def _on_stream_event(self, session: _Session, event: SseEvent) -> None:
         if event.event != "message" or not event.data:
@@ -499,6 +502,10 @@ class HttpUpstream:
             self._list_changed.fire()
         elif kind == "request":
             self._answer(session, message)
+
+
+async def _status(resp: Response) -> int:
+    return resp.status
 
 
 def _stream_refused(status: int) -> bool:

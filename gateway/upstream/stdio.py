@@ -139,7 +139,7 @@ class StdioUpstream:
         method: str,
         params: JsonObject | None,
         *,
-        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        timeout: float | None,  # noqa: ASYNC109 - the per-call budget; None: the caller bounds it
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
@@ -173,7 +173,7 @@ class StdioUpstream:
         process: Process,
         method: str,
         params: JsonObject | None,
-        timeout: float,  # noqa: ASYNC109 - the protocol's per-call budget
+        timeout: float | None,  # noqa: ASYNC109 - the per-call budget; None: the caller bounds it
         on_notification: NotificationHandler | None,
     ) -> JsonObject:
         request_id = next(self._ids)
