@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import gc
 import os
 import shutil
 import signal
@@ -37,6 +38,24 @@ def run(main: Coroutine[Any, Any, int]) -> int:
     """Run `main` to completion on uvloop when it is installed (faster I/O), else on asyncio's loop."""
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(main)
+
+
+GC_YOUNG_THRESHOLD = 20_000
+"""Allocations between young collections (CPython's default is 700). A request allocates a
+few hundred short-lived objects that reference counting frees anyway; at the default the
+collector ran every couple of requests and took about 5% of the gateway's CPU under load."""
+
+
+def settle_garbage_collector() -> None:
+    """Once started: move everything built so far out of the collector's sight, collect less often.
+
+    The config, catalogue and application live as long as the process; scanning them in
+    every full collection is wasted work (`gc.freeze`).
+    """
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

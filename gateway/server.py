@@ -174,6 +174,7 @@ async def _serve_until_signal(runner: web.AppRunner, server: ServerConfig, track
 async def _listen(runner: web.AppRunner, server: ServerConfig, reuse_port: bool) -> None:
     site = web.TCPSite(runner, server.host, server.port, reuse_port=reuse_port or None)
     await site.start()
+    lifecycle.settle_garbage_collector()
     log.info("gateway_listening", host=server.host, port=server.port, path=server.path, pid=os.getpid())
 
 
