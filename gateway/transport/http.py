@@ -6,6 +6,7 @@ This module only does I/O and protocol checks; `Dispatcher.handle` does the MCP 
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +30,8 @@ from gateway.tenancy import Principal, RequestContext, resolve_tenant
 from gateway.transport.inflight import CancelledByClient
 from gateway.transport.sessions import Session
 
+MAX_ACCEPT_CHARS = 1024
+"""Longer Accept headers are cut: no real client sends one, and the cache keys stay small."""
 KEEPALIVE_SECONDS = 15.0
 """An SSE comment this often keeps idle GET streams alive through proxies."""
 
@@ -194,13 +197,18 @@ def _require_json_content(request: web.Request) -> None:
 
 
 def _require_accept(request: web.Request, *types: str) -> None:
-    accept = request.headers.get("Accept", "")
-    offered = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    offered = _media_types(request.headers.get("Accept", "")[:MAX_ACCEPT_CHARS])
     if "*/*" in offered:
         return
     for media in types:
         if media not in offered and f"{media.split('/')[0]}/*" not in offered:
             raise NotAcceptable(f"Not Acceptable: Accept must include {' and '.join(types)}")
+
+
+@functools.lru_cache(maxsize=256)
+def _media_types(accept: str) -> frozenset[str]:
+    """The media types an Accept header lists (cached: a client sends the same one every time)."""
+    return frozenset(part.split(";", 1)[0].strip().lower() for part in accept.split(","))
 
 
 async def _read_body(request: web.Request) -> bytes:

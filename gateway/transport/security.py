@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -32,6 +33,12 @@ def _hostname(value: str) -> str:
     return netloc.rsplit(":", 1)[0].lower() if netloc.count(":") == 1 else netloc.lower()
 
 
+@functools.lru_cache(maxsize=256)
+def _loopback_host(host: str) -> bool:
+    """Whether a Host header names loopback (cached: a client sends the same one every time)."""
+    return is_loopback(_hostname(host))
+
+
 class OriginPolicy:
     def __init__(self, server: ServerConfig) -> None:
         self.loopback = is_loopback(server.host)
@@ -39,7 +46,7 @@ class OriginPolicy:
         self.public_host = _hostname(server.public_url) if server.public_url else None
 
     def check(self, origin: str | None, host: str | None) -> None:
-        if self.loopback and host is not None and not is_loopback(_hostname(host)):
+        if self.loopback and host is not None and not _loopback_host(host):
             raise Forbidden("Forbidden: Host not allowed")
         if origin is None:
             return  # SDK clients and servers send none

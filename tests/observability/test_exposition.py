@@ -120,3 +120,17 @@ def test_multiprocess_needs_the_variable_before_prometheus_client_loads(
 
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     assert multiprocess_dir_from_env() is None  # this process loaded it without: per-process metrics
+
+
+def test_exemplars_are_kept_once_per_bucket_per_interval() -> None:
+    from gateway.metrics import EXEMPLAR_INTERVAL, LATENCY_BUCKETS, _ExemplarGate
+
+    now = [100.0]
+    gate = _ExemplarGate(LATENCY_BUCKETS, clock=lambda: now[0])
+    child, other = object(), object()
+    assert gate.due(child, 0.003)
+    assert not gate.due(child, 0.004)  # same bucket (<= 5 ms), same second
+    assert gate.due(child, 0.2)  # another bucket: a slow outlier still gets its exemplar
+    assert gate.due(other, 0.003)  # another label child
+    now[0] += EXEMPLAR_INTERVAL
+    assert gate.due(child, 0.004)
