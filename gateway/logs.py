@@ -46,14 +46,21 @@ lifecycle_log = structlog.get_logger("gateway")
 
 
 def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
-    """JSON lines on stdout (or console rendering when stderr is a terminal and format=auto)."""
+    """JSON lines on stdout (or console rendering when stderr is a terminal and format=auto).
+
+    No contextvars merging: nothing binds any, and it cost a context copy per line.
+    """
     out = stream or sys.stdout
     console = config.format == "console" or (config.format == "auto" and sys.stderr.isatty())
-    renderer = structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer(_orjson_dumps)
+    binary = None if console else getattr(out, "buffer", None)
+    if console:
+        renderer: Any = structlog.dev.ConsoleRenderer()
+    else:  # bytes straight to the binary stream when there is one: no str decode and re-encode per line
+        renderer = _orjson_bytes if binary is not None else structlog.processors.JSONRenderer(_orjson_dumps)
     level = getattr(logging, config.level.upper())
+    factory = structlog.BytesLoggerFactory(binary) if binary is not None else structlog.WriteLoggerFactory(out)
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             UtcTimestamp(),
             structlog.processors.format_exc_info,
@@ -61,7 +68,7 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         # One write per line (not line, then newline), so lines of --workers never interleave.
-        logger_factory=structlog.WriteLoggerFactory(out),
+        logger_factory=factory,
         cache_logger_on_first_use=True,
     )
     _capture_stdlib_logging(level)
@@ -114,6 +121,11 @@ class UtcTimestamp:
 def _orjson_dumps(event: Any, **_: Any) -> str:
     """orjson is several times faster than json.dumps on the per-request line."""
     return orjson.dumps(event, default=str).decode()
+
+
+def _orjson_bytes(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
+    """The final processor for a binary stream: the line as bytes (BytesLogger adds the newline)."""
+    return orjson.dumps(event, default=str)
 
 
 class RequestIds:
