@@ -3,4 +3,6 @@
 `python -m bench [--quick] [--scenarios 1,2,3] [--repeat N] [--requests N] [--out DIR]`
 runs the same load direct to a backend and through the gateway, interleaved, and writes
 `bench/results/latest.{json,md,png}` with the ratios and the targets (PASS/MISS).
+`python -m bench.instructions` counts CPU instructions per tools/call under callgrind, a
+measure that does not swing with the machine's load.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,17 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bench.procs import HOST, START_ATTEMPTS, Managed, ProcessSet, StartError, free_port, wait_port, wait_ready
+from bench.procs import (
+    HOST,
+    START_ATTEMPTS,
+    START_TIMEOUT,
+    Managed,
+    ProcessSet,
+    StartError,
+    free_port,
+    wait_port,
+    wait_ready,
+)
 from bench.stub_backend import backend_path, backend_prefix, tool_names
 from gateway.config import parse_config
 
@@ -53,11 +64,11 @@ class StubProcess:
 
 
 def start_stub(procs: ProcessSet, *, tools: int, count: int = 1, prefix: str = "echo", page_size: int = 0,
-               name: str = "s") -> StubProcess:
+               name: str = "s", wrapper: Sequence[str] = ()) -> StubProcess:
     """One stub process serving `count` backends of `tools` echo tools each."""
     argv = ["-m", "bench.stub_backend", "--tools", str(tools), "--backends", str(count), "--prefix", prefix,
             "--page-size", str(page_size)]
-    managed = _start_listening(procs, "stub", argv)
+    managed = _start_listening(procs, "stub", argv, wrapper)
     backends = tuple(
         Backend(f"{name}{i}" if count > 1 else name,
                 f"http://{HOST}:{managed.port}{backend_path(i, count)}",
@@ -72,12 +83,12 @@ def start_calc(procs: ProcessSet) -> Backend:
     return Backend("calc", f"http://{HOST}:{managed.port}/mcp", ("add",))
 
 
-def _start_listening(procs: ProcessSet, name: str, argv: list[str]) -> Managed:
+def _start_listening(procs: ProcessSet, name: str, argv: list[str], wrapper: Sequence[str] = ()) -> Managed:
     for attempt in range(1, START_ATTEMPTS + 1):
         port = free_port()
-        managed = procs.spawn(name, [*argv, "--port", str(port)], port)
+        managed = procs.spawn(name, [*argv, "--port", str(port)], port, wrapper=wrapper)
         try:
-            wait_port(managed)
+            wait_port(managed, START_TIMEOUT * (10 if wrapper else 1))
             return managed
         except StartError:
             procs.stop(managed)
@@ -115,7 +126,7 @@ def gateway_config(backends: list[Backend], *, tenants: dict[str, Any] | None = 
 
 
 def start_gateway(procs: ProcessSet, raw: dict[str, Any], *, workers: int = 1, name: str = "gateway",
-                  env: dict[str, str] | None = None, timeout: float = 60.0) -> Gateway:
+                  env: dict[str, str] | None = None, timeout: float = 60.0, wrapper: Sequence[str] = ()) -> Gateway:
     """`python -m gateway serve` with `raw` as its config; returns once /readyz says 200."""
     parse_config(raw, {})  # fail here, with the key path, rather than in the subprocess
     path = procs.workdir / f"{name}-{secrets.token_hex(3)}.yaml"
@@ -123,7 +134,7 @@ def start_gateway(procs: ProcessSet, raw: dict[str, Any], *, workers: int = 1, n
     for attempt in range(1, START_ATTEMPTS + 1):
         port = free_port()
         argv = ["-m", "gateway", "serve", "--config", str(path), "--port", str(port), "--workers", str(workers)]
-        managed = procs.spawn(name, argv, port, env)
+        managed = procs.spawn(name, argv, port, env, wrapper)
         try:
             ready = wait_ready(managed, timeout, consecutive=4 if workers > 1 else 1)
             return Gateway(managed, ready)

@@ -79,12 +79,14 @@ class ProcessSet:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def spawn(self, name: str, argv: Sequence[str], port: int, env: dict[str, str] | None = None) -> Managed:
+    def spawn(self, name: str, argv: Sequence[str], port: int, env: dict[str, str] | None = None,
+              wrapper: Sequence[str] = ()) -> Managed:
+        """`python argv...` in its own process group; `wrapper` goes before it (e.g. valgrind)."""
         log_path = self.workdir / f"{name}-{port}.log"
         with log_path.open("wb") as log:  # the child keeps its own descriptor
             started = time.monotonic()
             popen = subprocess.Popen(
-                [sys.executable, *argv], cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                [*wrapper, sys.executable, *argv], cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )

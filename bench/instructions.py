@@ -1,0 +1,110 @@
+"""`python -m bench.instructions`: CPU instructions per tools/call, gateway vs the stub backend.
+
+Timings on a shared 2-core VM swing by 2x from one minute to the next, which hides any
+change smaller than that. Instructions counted by valgrind's callgrind do not: the same
+code and load give the same count to a fraction of a percent, whatever else the machine
+is doing. So this is the yardstick for one change at a time (run it before and after);
+the timed scenarios in `python -m bench` stay the judge of speed.
+
+Each process is measured in its own run, under callgrind with counting switched on only
+around the measured load (`callgrind_control -i on/off`): the stub answering tools/call
+directly, then the gateway (in front of an unmeasured stub) answering the same calls.
+Counts are user space only: system calls and the kernel's share are not in them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.harness import Backend, gateway_config, start_gateway, start_stub
+from bench.loadgen import LoadSpec, run_load
+from bench.procs import Managed, ProcessSet
+from bench.scenarios import echo_profile
+
+TOOLS = 10
+CONCURRENCY = 4
+WARMUP_CALLS = 300
+"""Untimed calls first: connections, sessions, caches and the interpreter's specializations settle."""
+STARTUP_TIMEOUT = 300.0
+"""Python under valgrind starts tens of times slower than without."""
+REQUIRED = ("valgrind", "callgrind_control")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000, help="measured tools/call requests per process")
+    args = parser.parse_args(argv)
+    missing = [tool for tool in REQUIRED if shutil.which(tool) is None]
+    if missing:
+        print(f"error: {', '.join(missing)} not found (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    if args.calls < 1:
+        print("error: --calls must be at least 1", file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="mcpgw-instructions-"))
+    try:
+        with ProcessSet(workdir) as procs:
+            direct = measure_stub(procs, workdir, args.calls)
+            gateway = measure_gateway(procs, workdir, args.calls)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"instructions per tools/call ({args.calls} calls, concurrency {CONCURRENCY}):")
+    print(f"  direct to the stub   {direct:>12,.0f}")
+    print(f"  through the gateway  {gateway:>12,.0f}  ({gateway / direct:.2f}x the stub's)")
+    return 0
+
+
+def measure_stub(procs: ProcessSet, workdir: Path, calls: int) -> float:
+    stub = start_stub(procs, tools=TOOLS, name="stub", wrapper=_callgrind(workdir / "stub.out"))
+    backend = stub.backends[0]
+    return _count(stub.managed, workdir / "stub.out", backend.url, backend, calls, via_gateway=False)
+
+
+def measure_gateway(procs: ProcessSet, workdir: Path, calls: int) -> float:
+    backend = start_stub(procs, tools=TOOLS, name="stub").backends[0]
+    gateway = start_gateway(procs, gateway_config([backend]), timeout=STARTUP_TIMEOUT,
+                            wrapper=_callgrind(workdir / "gateway.out"))
+    return _count(gateway.managed, workdir / "gateway.out", gateway.url, backend, calls, via_gateway=True)
+
+
+def _callgrind(out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+
+
+def _count(managed: Managed, out: Path, url: str, backend: Backend, calls: int, *, via_gateway: bool) -> float:
+    """Instructions the process spent per call of `calls` measured ones (every reply checked)."""
+    profile = echo_profile(backend, via_gateway=via_gateway)
+    run_load(LoadSpec(url=url, op="echo", requests=WARMUP_CALLS, concurrency=CONCURRENCY, profiles=(profile,),
+                      timeout=120))
+    _control("-i", "on", managed)
+    result = run_load(LoadSpec(url=url, op="echo", requests=calls, concurrency=CONCURRENCY, profiles=(profile,),
+                               warmup=0, timeout=120))
+    _control("-i", "off", managed)
+    _control("-d", None, managed)
+    if result.errors:
+        raise SystemExit(f"{result.errors} wrong replies: {result.error_samples}")
+    return _total(out) / result.requests
+
+
+def _control(option: str, value: str | None, managed: Managed) -> None:
+    argv = ["callgrind_control", option, *([value] if value else []), str(managed.pid)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+
+
+def _total(out: Path) -> int:
+    """The largest `totals:` of the dumps callgrind wrote for this process (the measured part)."""
+    totals = [int(line.split()[1]) for dump in out.parent.glob(out.name + "*")
+              for line in dump.read_text().splitlines() if line.startswith("totals:")]
+    if not totals:
+        raise SystemExit(f"callgrind wrote no totals to {out}*")
+    return max(totals)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
