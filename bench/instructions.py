@@ -101,8 +101,8 @@ def _total(out: Path) -> int:
     """The largest `totals:` of the dumps callgrind wrote for this process (the measured part)."""
     totals = [int(line.split()[1]) for dump in out.parent.glob(out.name + "*")
               for line in dump.read_text().splitlines() if line.startswith("totals:")]
-    if not totals:
-        raise SystemExit(f"callgrind wrote no totals to {out}*")
+    if not totals or max(totals) == 0:
+        raise SystemExit(f"callgrind counted nothing in {out}* (was instrumentation switched on?)")
     return max(totals)
 
 
