@@ -201,22 +201,18 @@ class HttpUpstream:
         return await self._call(session, method, params, headers, on_notification)
 
     async def _ready_session(self, key: str, headers: CIMultiDict[str]) -> _Session:
-        """`_session`, with a failed handshake marked unsent: the caller's request never left."""
+        """The session for `key`, handshaking first if needed (one handshake at a time).
+
+        A failed handshake is marked unsent: the caller's request never left.
+        """
         session = self._sessions.get(key)
-        if session is not None:  # the usual case, without a coroutine more
+        if session is not None:  # the usual case, without a lock or a coroutine more
             return session
         try:
-            return await self._session(key, headers)
+            async with self._handshake_locks.setdefault(key, asyncio.Lock()):
+                return self._sessions.get(key) or await self._handshake(key, headers)
         except UpstreamError as exc:
             raise UpstreamError(exc.reason, str(exc), sent=False) from exc
-
-    async def _session(self, key: str, headers: CIMultiDict[str]) -> _Session:
-        """The session for `key`, handshaking first if needed (one handshake at a time)."""
-        session = self._sessions.get(key)
-        if session is not None:
-            return session
-        async with self._handshake_locks.setdefault(key, asyncio.Lock()):
-            return self._sessions.get(key) or await self._handshake(key, headers)
 
     async def _handshake(self, key: str, headers: CIMultiDict[str]) -> _Session:
         session = _Session(key, headers)
