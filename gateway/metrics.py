@@ -5,9 +5,13 @@ Every metric of the DESIGN contract lives on `Metrics`, which the app creates wi
 report. Label values are bounded: tenants and backends come from the config, methods from
 `spec.KNOWN_METHODS`, tools from the current catalogue; anything else is `other`.
 
-Hot-path updates go through `_Children`, a dict of label children resolved once per label
-combination, so a request costs a dict lookup per metric instead of `labels()` (which
-takes a lock and validates its arguments every time).
+Hot-path updates add up in plain numbers (`_CounterSeries`, `_HistogramSeries`, one per
+label combination) and reach prometheus-client at the next flush: a request costs a dict
+lookup and an addition per metric, not `labels()` plus a lock per value (and, in
+multiprocess mode, a write to the shared file). Every read of the registry flushes first
+(`_FlushFirst`), so single-process scrapes are exact; in multiprocess mode each worker also
+flushes every FLUSH_SECONDS, so a scrape shows the other workers at most that late.
+Updates come from the event loop's thread only.
 
 Multiprocess mode (`--workers N`): when PROMETHEUS_MULTIPROC_DIR is set *before*
 prometheus_client is first imported, values live in per-process files and `/metrics`
@@ -16,10 +20,11 @@ aggregates them with `MultiProcessCollector`; gauges say how to combine workers.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -64,7 +69,9 @@ BACKEND_STATES = {"ok": "up", "stale": "stale", "down": "down"}
 """Snapshot status → the state word of `backend_state_changed` lines (stale: serving old tools)."""
 
 EXEMPLAR_INTERVAL = 1.0
-"""Seconds between exemplars of one histogram bucket (see _ExemplarGate)."""
+"""Seconds between exemplars of one histogram bucket (see _HistogramSeries)."""
+FLUSH_SECONDS = 1.0
+"""In multiprocess mode, how often a worker hands its pending updates to the shared files."""
 EXEMPLAR_ROOM = 128
 """OpenMetrics limit on an exemplar's label names and values, in characters."""
 
@@ -73,38 +80,98 @@ SERVER_ERROR_OUTCOMES = frozenset({"error", "timeout", "unavailable", "circuit_o
 """Outcomes that are the gateway's or a backend's failure (not the client's, not the tool's)."""
 
 
-class _Children(dict[tuple[str, ...], Any]):
-    """Label children of one metric, resolved once per label combination."""
+class _CounterSeries:
+    """One label combination of a counter: increments add up here until the next flush."""
 
-    def __init__(self, metric: Any) -> None:
-        super().__init__()
-        self.metric = metric
+    __slots__ = ("_child", "_dirty", "_pending")
 
-    def __missing__(self, key: tuple[str, ...]) -> Any:
-        child = self[key] = self.metric.labels(*key)
-        return child
+    def __init__(self, child: Any, dirty: list[Any]) -> None:
+        self._child = child
+        self._dirty = dirty
+        self._pending = 0.0
+
+    def inc(self) -> None:
+        if not self._pending:
+            self._dirty.append(self)
+        self._pending += 1
+
+    def flush(self) -> None:
+        self._child.inc(self._pending)
+        self._pending = 0.0
 
 
-class _ExemplarGate:
-    """At most one exemplar per histogram bucket per EXEMPLAR_INTERVAL seconds.
+class _HistogramSeries:
+    """One label combination of a latency histogram: sum and bucket counts add up here until the flush.
 
-    The registry keeps only the latest exemplar of each bucket, and scrapes come seconds
-    apart, so one on every observation (labels built and validated, a timestamp taken) cost
-    about 2% of the gateway's CPU without showing anything more.
+    At most one exemplar per bucket per EXEMPLAR_INTERVAL: the registry keeps only the latest
+    of each bucket and scrapes come seconds apart, so more would cost without showing anything.
     """
 
-    def __init__(self, bounds: Sequence[float], clock: Callable[[], float] = time.monotonic) -> None:
-        self._bounds = bounds
-        self._clock = clock
-        self._next: dict[tuple[int, int], float] = {}  # (id of the label child, bucket) -> when
+    __slots__ = ("_child", "_clock", "_counts", "_dirty", "_next_exemplar", "_pending", "_sum")
 
-    def due(self, child: Any, seconds: float) -> bool:
-        key = (id(child), bisect.bisect_left(self._bounds, seconds))  # children live as long as the registry
+    def __init__(self, child: Any, dirty: list[Any], clock: Callable[[], float]) -> None:
+        self._child = child
+        self._dirty = dirty
+        self._counts = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
+        self._sum = 0.0
+        self._pending = False
+        self._next_exemplar = [0.0] * len(self._counts)
+        self._clock = clock
+
+    def observe(self, seconds: float, request_id: str | None = None, traceparent: str | None = None) -> None:
+        bucket = bisect.bisect_left(LATENCY_BUCKETS, seconds)  # the first bound >= seconds, as prometheus has it
+        if request_id is not None and self._exemplar_due(bucket):
+            self._child.observe(seconds, exemplar(request_id, traceparent))  # now, with its exemplar
+            return
+        if not self._pending:
+            self._pending = True
+            self._dirty.append(self)
+        self._sum += seconds
+        self._counts[bucket] += 1
+
+    def _exemplar_due(self, bucket: int) -> bool:
         now = self._clock()
-        if now < self._next.get(key, 0.0):
+        if now < self._next_exemplar[bucket]:
             return False
-        self._next[key] = now + EXEMPLAR_INTERVAL
+        self._next_exemplar[bucket] = now + EXEMPLAR_INTERVAL
         return True
+
+    def flush(self) -> None:
+        # prometheus-client has no public way to add many observations at once; its histogram
+        # child keeps one value per bucket (`_buckets`, +Inf last) and the sum (`_sum`).
+        self._child._sum.inc(self._sum)
+        for value, count in zip(self._child._buckets, self._counts, strict=True):
+            if count:
+                value.inc(count)
+        self._sum, self._pending = 0.0, False
+        self._counts[:] = [0] * len(self._counts)
+
+
+class _Series(dict[tuple[str, ...], Any]):
+    """The series of one metric by label values, made on first use (`labels()` costs a lock each time)."""
+
+    def __init__(self, make: Callable[[Any], Any], metric: Any) -> None:
+        super().__init__()
+        self._make = make
+        self._metric = metric
+
+    def __missing__(self, key: tuple[str, ...]) -> Any:
+        series = self[key] = self._make(self._metric.labels(*key))
+        return series
+
+
+class _FlushFirst:
+    """A collector registered before every metric: any read of the registry flushes first."""
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        self._flush()
+        return []
 
 
 class _CatalogueAge:
@@ -145,6 +212,10 @@ class Metrics:
         self._fetched_at: dict[str, float] = {}
         self._age = _CatalogueAge(self._fetched_at, clock)
         self._backend_states: dict[str, str] = {}
+        self._dirty: list[Any] = []  # series with updates not yet flushed
+        self._inflight_now = 0
+        self._clock = time.monotonic
+        registry.register(_FlushFirst(self.flush))  # before the metrics, so it runs before they are read
         self._define(registry)
         registry.register(self._age)
         self._resolve_children()
@@ -197,17 +268,22 @@ class Metrics:
         self.store_up = gauge("mcpgw_store_up", "1 while the shared store (Redis) answers.", (), "livemin")
 
     def _resolve_children(self) -> None:
-        self._exemplars = _ExemplarGate(LATENCY_BUCKETS)
-        self._requests = _Children(self.requests)
-        self._request_duration = _Children(self.request_duration)
-        self._tool_calls = _Children(self.tool_calls)
-        self._tool_call_duration = _Children(self.tool_call_duration)
-        self._upstream_duration = _Children(self.upstream_duration)
-        self._refresh = _Children(self.catalogue_refresh)
-        self._auth = _Children(self.auth_failures)
-        self._rate_limited = {t: self.rate_limited.labels(t) for t in (*self.tenants, OTHER)}
-        self._cache_hit = self.catalogue_cache.labels("hit")
-        self._cache_miss = self.catalogue_cache.labels("miss")
+        def counted(child: Any) -> _CounterSeries:
+            return _CounterSeries(child, self._dirty)
+
+        def timed(child: Any) -> _HistogramSeries:
+            return _HistogramSeries(child, self._dirty, self._clock)
+
+        self._requests = _Series(counted, self.requests)
+        self._request_duration = _Series(timed, self.request_duration)
+        self._tool_calls = _Series(counted, self.tool_calls)
+        self._tool_call_duration = _Series(timed, self.tool_call_duration)
+        self._upstream_duration = _Series(timed, self.upstream_duration)
+        self._refresh = _Series(counted, self.catalogue_refresh)
+        self._auth = _Series(counted, self.auth_failures)
+        self._rate_limited = {t: counted(self.rate_limited.labels(t)) for t in (*self.tenants, OTHER)}
+        self._cache_hit = counted(self.catalogue_cache.labels("hit"))
+        self._cache_miss = counted(self.catalogue_cache.labels("miss"))
         for backend in self.backends:  # series exist from the start, so rate() and alerts see zeros
             self.backend_up.labels(backend).set(0)
             self.circuit_open.labels(backend).set(0)
@@ -238,7 +314,7 @@ class Metrics:
         """One MCP request (a POST) answered, refused or failed."""
         method, tenant = self.method_label(method), self.tenant_label(tenant)
         self._requests[(method, tenant, outcome)].inc()
-        self._observe(self._request_duration[(method, tenant)], seconds, request_id, traceparent)
+        self._request_duration[(method, tenant)].observe(seconds, request_id, traceparent)
 
     def dispatched(self, method: str | None, ctx: RequestContext, seconds: float) -> None:
         """The dispatcher answered one JSON-RPC request; a tools/call that resolved a tool is counted."""
@@ -246,13 +322,7 @@ class Metrics:
             return
         backend, tool = self.backend_label(ctx.backend), self.tool_label(ctx.tool)
         self._tool_calls[(self.tenant_label(ctx.tenant.name), backend, tool, ctx.outcome)].inc()
-        self._observe(self._tool_call_duration[(backend, tool)], seconds, ctx.request_id, ctx.traceparent)
-
-    def _observe(self, child: Any, seconds: float, request_id: str | None, traceparent: str | None) -> None:
-        if request_id is not None and self._exemplars.due(child, seconds):
-            child.observe(seconds, exemplar(request_id, traceparent))
-        else:
-            child.observe(seconds)
+        self._tool_call_duration[(backend, tool)].observe(seconds, ctx.request_id, ctx.traceparent)
 
     def upstream_done(self, backend: str, method: str, seconds: float) -> None:
         self._upstream_duration[(self.backend_label(backend), self.method_label(method))].observe(seconds)
@@ -270,7 +340,15 @@ class Metrics:
         self._rate_limited[self.tenant_label(tenant)].inc()
 
     def inflight_add(self, amount: int) -> None:
-        self.inflight.inc(amount)
+        self._inflight_now += amount  # the gauge is set at the flush
+
+    def flush(self) -> None:
+        """Hand the pending hot-path updates to prometheus-client (its values, or the worker's file)."""
+        dirty = self._dirty.copy()
+        self._dirty.clear()
+        for series in dirty:
+            series.flush()
+        self.inflight.set(self._inflight_now)
 
     # ---------------------------------------------------------------- state
 
@@ -325,6 +403,7 @@ class Metrics:
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The scrape body and its content type (OpenMetrics, with exemplars, when asked for)."""
         encoder, content_type = choose_encoder(accept or "")
+        self.flush()  # the multiprocess registry below has no _FlushFirst of this worker
         return encoder(self._exposed()), content_type
 
     def _exposed(self) -> CollectorRegistry:
@@ -363,12 +442,34 @@ def multiprocess_dir_from_env() -> str | None:
 def setup_metrics(app: web.Application, metrics: Metrics) -> None:
     """Serve /metrics on the main port, or only on `metrics.port` (a second site) when set."""
     app[keys.METRICS] = metrics
+    app.cleanup_ctx.append(_flushing(metrics))
     handler = _scrape_handler(app, metrics)
     port = app[keys.CONFIG].metrics.port
     if port is None:
         app.router.add_get("/metrics", handler)
     else:
         app.cleanup_ctx.append(_metrics_site(handler, port))
+
+
+def _flushing(metrics: Metrics) -> Callable[[web.Application], AsyncIterator[None]]:
+    """In multiprocess mode, flush every FLUSH_SECONDS (a scrape may reach another worker) and at the end."""
+
+    async def flushing(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(_flush_every(metrics, FLUSH_SECONDS)) if metrics.multiprocess_dir else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+            metrics.flush()
+
+    return flushing
+
+
+async def _flush_every(metrics: Metrics, seconds: float) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        metrics.flush()
 
 
 def _scrape_handler(app: web.Application, metrics: Metrics) -> Handler:

@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from lifecycle.processes import (
     HOST,
@@ -105,6 +106,34 @@ async def test_a_session_works_on_every_worker(start_gateway: Any, tmp_path: Pat
                 session.post(gateway.url(), data=body, headers=headers) as response:
             assert response.status == 200
             assert any(t["name"] == "calc__add" for t in (await response.json())["result"]["tools"])
+    gateway.signal(signal.SIGTERM)
+    assert await gateway.wait_exit() == 0
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+async def test_metrics_add_up_every_workers_requests(start_gateway: Any, tmp_path: Path) -> None:
+    """Workers hold hot-path updates briefly, then flush them to the shared files (FLUSH_SECONDS)."""
+    port = free_port()
+    gateway = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    async with aiohttp.ClientSession() as opener:
+        session_id = await initialize(opener, gateway.url())
+    calls = 20  # a new connection each time, so both workers get some
+    for _ in range(calls):
+        async with aiohttp.ClientSession() as http, \
+                http.post(gateway.url(), data=body, headers={**MCP_HEADERS, "Mcp-Session-Id": session_id}) as reply:
+            assert reply.status == 200
+    counted = 0.0
+    async with aiohttp.ClientSession() as http:
+        for _ in range(50):  # up to 5 s: well past FLUSH_SECONDS
+            async with http.get(gateway.url("/metrics")) as response:
+                text = await response.text()
+            counted = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                          if s.name == "mcpgw_requests_total" and s.labels["method"] == "tools/list")
+            if counted == calls:
+                break
+            await asyncio.sleep(0.1)
+    assert counted == calls
     gateway.signal(signal.SIGTERM)
     assert await gateway.wait_exit() == 0
 

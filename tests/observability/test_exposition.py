@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from backend_fixtures import REPO_ROOT, free_port
 from conftest import RawClient, StartGateway, make_config, make_token, stdio_backend
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 
-from gateway.metrics import MAX_AUTH_REASONS, Metrics, exemplar
+from gateway.metrics import LATENCY_BUCKETS, MAX_AUTH_REASONS, Metrics, exemplar
 from observability.helpers import sample, samples_of, scrape
 
 pytestmark = pytest.mark.timeout(60)
@@ -92,6 +92,7 @@ for calls in (2, 3):  # two workers, each serving some requests and holding some
             worker.request_done(method="tools/call", tenant="acme", outcome="ok", seconds=0.01)
         worker.inflight_add(calls)
         worker.circuit_observed("calc", "open" if calls == 2 else "closed")
+        worker.flush()  # what a serving worker does every FLUSH_SECONDS and when it stops
         os._exit(0)
     os.waitpid(pid, 0)
     children.append(pid)
@@ -123,14 +124,28 @@ def test_multiprocess_needs_the_variable_before_prometheus_client_loads(
 
 
 def test_exemplars_are_kept_once_per_bucket_per_interval() -> None:
-    from gateway.metrics import EXEMPLAR_INTERVAL, LATENCY_BUCKETS, _ExemplarGate
+    from gateway.metrics import EXEMPLAR_INTERVAL, _HistogramSeries
 
     now = [100.0]
-    gate = _ExemplarGate(LATENCY_BUCKETS, clock=lambda: now[0])
-    child, other = object(), object()
-    assert gate.due(child, 0.003)
-    assert not gate.due(child, 0.004)  # same bucket (<= 5 ms), same second
-    assert gate.due(child, 0.2)  # another bucket: a slow outlier still gets its exemplar
-    assert gate.due(other, 0.003)  # another label child
+    registry = CollectorRegistry()
+    metric = Histogram("h", "h", ("route",), registry=registry, buckets=LATENCY_BUCKETS)
+    dirty: list[Any] = []
+    series = {route: _HistogramSeries(metric.labels(route), dirty, clock=lambda: now[0]) for route in "ab"}
+
+    def exemplar_ids() -> dict[tuple[str, str], str]:
+        return {(s.labels["route"], s.labels["le"]): s.exemplar.labels["request_id"]
+                for m in registry.collect() for s in m.samples if s.exemplar}
+
+    series["a"].observe(0.003, "r1")
+    series["a"].observe(0.004, "r2")  # same bucket (<= 5 ms), same second: counted, no exemplar
+    series["a"].observe(0.2, "r3")  # another bucket: a slow outlier still gets its exemplar
+    series["b"].observe(0.003, "r4")  # another label child
+    assert exemplar_ids() == {("a", "0.005"): "r1", ("a", "0.25"): "r3", ("b", "0.005"): "r4"}
     now[0] += EXEMPLAR_INTERVAL
-    assert gate.due(child, 0.004)
+    series["a"].observe(0.004, "r5")
+    assert exemplar_ids()[("a", "0.005")] == "r5"
+    for item in dirty:
+        item.flush()
+    assert registry.get_sample_value("h_count", {"route": "a"}) == 4  # exemplars or not, all counted
+    assert registry.get_sample_value("h_bucket", {"route": "a", "le": "0.005"}) == 3
+    assert registry.get_sample_value("h_sum", {"route": "a"}) == pytest.approx(0.211)
