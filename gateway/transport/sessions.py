@@ -139,7 +139,8 @@ class RedisSessionStore:
       after `idle_seconds`; a replica using a session pushes the expiry back at most every
       `touch_seconds`, in the background.
     - DELETE turns the key into a tombstone (`ended`, same expiry) and publishes `session_ended`:
-      every replica drops its cached copy and closes the session's GET stream at once.
+      every replica drops its cached copy and closes the session's GET stream when the message
+      arrives (milliseconds later; until then another replica may still serve the session).
     - Redis down: sessions are created and found in the local cache (those seen before go on
       working); ends are kept. When Redis returns, kept ends are written and every cached
       session is written back unless ended meanwhile (Redis may have restarted empty).
