@@ -35,14 +35,15 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None) -> 
     app[keys.CONFIG] = config
     # Middleware order, outermost first: the request log sees every reply (even refusals);
     # error replies turn GatewayErrors into HTTP; the origin check refuses before any work.
-    setup_request_log(app)
+    metrics = Metrics.for_config(config, registry or CollectorRegistry())
+    setup_request_log(app, metrics)
     setup_error_replies(app)
     setup_origin_check(app, config.server, config.server.path)
     setup_mcp_routes(app, config.server.path)
     setup_health_routes(app)
     setup_metadata_routes(app, config.server.path)
     setup_admin_routes(app)
-    setup_metrics(app, Metrics.for_config(config, registry or CollectorRegistry()))
+    setup_metrics(app, metrics)
     app.cleanup_ctx.append(_gateway_state)
     return app
 

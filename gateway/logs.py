@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
@@ -27,6 +27,9 @@ from aiohttp.typedefs import Handler
 from gateway import keys
 from gateway.config import LoggingConfig
 from gateway.protocol import spec
+
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
 
 REQUEST_ID_HEADER = "X-Request-Id"
 TRACEPARENT_HEADER = "traceparent"
@@ -275,62 +278,61 @@ class _Totals:
     started: float = field(default_factory=time.monotonic)
 
 
-def setup_request_log(app: web.Application) -> None:
+def setup_request_log(app: web.Application, metrics: Metrics) -> None:
     totals = _Totals()
-    mcp_path = app[keys.CONFIG].server.path
-    app.middlewares.append(_request_log(mcp_path, totals))
-    app.on_response_prepare.append(_echo_request_id)
+    app.middlewares.append(_request_log(app[keys.CONFIG].server.path, metrics, totals))
     app.on_startup.append(_log_started(totals))  # runs after every cleanup_ctx startup: the state is built
     app.on_cleanup.append(_log_stopped(totals))  # runs after every cleanup_ctx teardown
 
 
-def _request_log(mcp_path: str, totals: _Totals) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def _request_log(mcp_path: str, metrics: Metrics,
+                 totals: _Totals) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     fresh_id = RequestIds()
 
     @web.middleware
     async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
-        request[keys.REQUEST_ID] = request_id_of(request, fresh_id)
+        request_id = request[keys.REQUEST_ID] = request_id_of(request, fresh_id)
         request[keys.TRACEPARENT] = traceparent_for(request.headers.get(TRACEPARENT_HEADER))
         # JSON-RPC traffic is POSTs; GET streams live for hours and DELETEs end sessions.
-        rpc = request.method == "POST" and request.path == mcp_path
-        metrics = request.app.get(keys.METRICS)
-        if rpc and metrics is not None:
+        path = request.path
+        rpc = request.method == "POST" and path == mcp_path
+        if rpc:
             metrics.inflight_add(1)
         started = time.perf_counter()
         status = 500
         try:
             response = await handler(request)
             status = response.status
+            if not response.prepared:  # a stream has it already (stream_headers)
+                response.headers[REQUEST_ID_HEADER] = request_id
             return response
         except web.HTTPException as exc:
             status = exc.status
+            exc.headers[REQUEST_ID_HEADER] = request_id
             raise
         finally:
             seconds = time.perf_counter() - started
-            if rpc and metrics is not None:
+            if rpc:
                 metrics.inflight_add(-1)
             outcome = outcome_of(request.get(keys.CONTEXT), status)
-            if request.path == mcp_path:
-                _count(request, totals, rpc, outcome, status, seconds)
+            if path == mcp_path:
+                _count(request, metrics, totals, rpc, outcome, status, seconds)
             _log_line(request, outcome, status, seconds)
 
     return request_log
 
 
-async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """X-Request-Id on every reply, streams included (their headers leave before the handler ends)."""
+def stream_headers(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
+    """Headers of a reply the handler prepares itself (SSE): X-Request-Id must be in them already."""
     request_id = request.get(keys.REQUEST_ID)
-    if request_id is not None:
-        response.headers[REQUEST_ID_HEADER] = request_id
+    return {**headers, REQUEST_ID_HEADER: request_id} if request_id is not None else headers
 
 
-def _count(request: web.Request, totals: _Totals, rpc: bool, outcome: str, status: int, seconds: float) -> None:
+def _count(request: web.Request, metrics: Metrics, totals: _Totals, rpc: bool, outcome: str, status: int,
+           seconds: float) -> None:
     """Totals for the stop line, and the request metrics of the MCP endpoint."""
     totals.requests += 1
     totals.errors += outcome != "ok"
-    metrics = request.app.get(keys.METRICS)
-    if metrics is None:
-        return
     ctx = request.get(keys.CONTEXT)
     principal = request.get(keys.PRINCIPAL)
     tenant = principal.tenant if principal else None
@@ -338,7 +340,7 @@ def _count(request: web.Request, totals: _Totals, rpc: bool, outcome: str, statu
         metrics.rate_limit_hit(tenant)
     if rpc:
         metrics.request_done(method=ctx.method if ctx else None, tenant=tenant, outcome=outcome, seconds=seconds,
-                             request_id=request[keys.REQUEST_ID], traceparent=request.get(keys.TRACEPARENT))
+                             request_id=request[keys.REQUEST_ID], traceparent=request[keys.TRACEPARENT])
     if request.method == "DELETE" or (ctx is not None and ctx.method == spec.INITIALIZE):
         sessions = request.app.get(keys.SESSIONS)
         if sessions is not None:  # the count changes here; other changes show up at scrape time

@@ -22,6 +22,7 @@ from gateway.errors import (
     RateLimited,
     UnsupportedMediaType,
 )
+from gateway.logs import stream_headers
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.sse import encode_event
@@ -34,6 +35,7 @@ MAX_ACCEPT_CHARS = 1024
 """Longer Accept headers are cut: no real client sends one, and the cache keys stay small."""
 KEEPALIVE_SECONDS = 15.0
 """An SSE comment this often keeps idle GET streams alive through proxies."""
+SSE_HEADERS = {"Content-Type": spec.SSE, "Cache-Control": "no-cache"}
 
 
 def setup_mcp_routes(app: web.Application, path: str) -> None:
@@ -125,7 +127,7 @@ def _wants_stream(request: web.Request, message: Message) -> bool:
 
 async def _reply_as_stream(request: web.Request, message: Message, ctx: RequestContext) -> web.StreamResponse:
     """Relay this request's notifications (progress) as SSE, then its response, then end."""
-    response = web.StreamResponse(headers={"Content-Type": spec.SSE, "Cache-Control": "no-cache"})
+    response = web.StreamResponse(headers=stream_headers(request, SSE_HEADERS))
     await response.prepare(request)
     lock = asyncio.Lock()
 
@@ -157,7 +159,7 @@ async def handle_get(request: web.Request) -> web.StreamResponse:
     hub = request.app[keys.STREAMS]
     queue = hub.open(session.id, session.tenant)
     try:
-        response = web.StreamResponse(headers={"Content-Type": spec.SSE, "Cache-Control": "no-cache"})
+        response = web.StreamResponse(headers=stream_headers(request, SSE_HEADERS))
         await response.prepare(request)
         last_event_id = request.headers.get(spec.LAST_EVENT_ID_HEADER)
         for event_id, data in hub.replay(session.id, last_event_id) if last_event_id else ():
