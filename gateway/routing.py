@@ -29,6 +29,7 @@ import structlog
 from gateway.config import BackendConfig
 from gateway.upstream.base import PROGRESS, JsonObject, NotificationHandler, Upstream, UpstreamError
 from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, CircuitPolicy, Outcome, Ticket, Transition
+from gateway.upstream.slots import Slots
 
 log = structlog.get_logger("gateway.routing")
 
@@ -101,25 +102,21 @@ class Limiter:
     """At most `concurrency` calls in flight and `queue` waiting; more fail at once."""
 
     def __init__(self, concurrency: int, queue: int) -> None:
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = Slots(concurrency)
         self._queue = queue
-        self.waiting = 0
 
-    async def acquire(self, backend: str) -> None:
-        """Take a slot, queueing if none is free; pair with `release()`."""
-        if self._slots.locked():
-            if self.waiting >= self._queue:
-                raise UpstreamError("overloaded", f"{backend}: {self.waiting} calls already queued", sent=False)
-            self.waiting += 1
-            try:
-                await self._slots.acquire()
-            finally:
-                self.waiting -= 1
-        else:
-            await self._slots.acquire()
+    def try_acquire(self) -> bool:
+        """Take a free slot now (the usual case: no coroutine); pair with `release()`."""
+        return self._slots.try_take()
+
+    async def wait(self, backend: str) -> None:
+        """Queue for a slot, unless the queue is full (`overloaded`); pair with `release()`."""
+        if self._slots.waiting >= self._queue:
+            raise UpstreamError("overloaded", f"{backend}: {self._slots.waiting} calls already queued", sent=False)
+        await self._slots.take()
 
     def release(self) -> None:
-        self._slots.release()
+        self._slots.give()
 
 
 # ---------------------------------------------------------------- the routed upstream
@@ -223,7 +220,8 @@ class RoutedUpstream:
         in_slot = False
         try:
             async with asyncio.timeout_at(started + timeout) as scope:
-                await self._limiter.acquire(self.name)
+                if not self._limiter.try_acquire():
+                    await self._limiter.wait(self.name)
                 in_slot = True
                 try:
                     handler = _extending(scope, loop, started, timeout, cap, on_notification)

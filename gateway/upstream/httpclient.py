@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from gateway.upstream.slots import Slots
+
 USER_AGENT = "mcp-gateway"
 IDLE_SECONDS = 4.0
 """A pooled connection idle longer than this is closed rather than reused. Below uvicorn's and
@@ -232,7 +234,7 @@ class HttpClient:
     def __init__(self, url: str, *, max_connections: int) -> None:
         self.target = Target.parse(url)
         self._prefix = f"{self.target.path} HTTP/1.1\r\nHost: {self.target.authority}\r\nUser-Agent: {USER_AGENT}\r\n"
-        self._slots = asyncio.Semaphore(max_connections)
+        self._slots = Slots(max_connections)
         self._idle: deque[_Connection] = deque()
         self._busy: set[_Connection] = set()
         self._closed = False
@@ -247,7 +249,9 @@ class HttpClient:
         (A callback rather than a context manager: this is the per-call hot path.)
         """
         head = self._head(method, headers, body)
-        async with self._slots:
+        if not self._slots.try_take():
+            await self._slots.take()
+        try:
             connection = await self._connection()
             self._busy.add(connection)
             try:
@@ -258,6 +262,8 @@ class HttpClient:
             finally:
                 self._busy.discard(connection)
                 self._release(connection)
+        finally:
+            self._slots.give()
 
     async def close(self) -> None:
         self._closed = True
