@@ -30,6 +30,7 @@ from gateway.protocol import spec
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
+    from gateway.tenancy import Principal, RequestContext
 
 REQUEST_ID_HEADER = "X-Request-Id"
 TRACEPARENT_HEADER = "traceparent"
@@ -314,10 +315,11 @@ def _request_log(mcp_path: str, metrics: Metrics,
             seconds = time.perf_counter() - started
             if rpc:
                 metrics.inflight_add(-1)
-            outcome = outcome_of(request.get(keys.CONTEXT), status)
+            ctx, principal = request.get(keys.CONTEXT), request.get(keys.PRINCIPAL)
+            outcome = outcome_of(ctx, status)
             if path == mcp_path:
-                _count(request, metrics, totals, rpc, outcome, status, seconds)
-            _log_line(request, outcome, status, seconds)
+                _count(request, ctx, principal, metrics, totals, rpc, outcome, status, seconds)
+            _log_line(request, ctx, principal, outcome, status, seconds)
 
     return request_log
 
@@ -328,13 +330,11 @@ def stream_headers(request: web.Request, headers: dict[str, str]) -> dict[str, s
     return {**headers, REQUEST_ID_HEADER: request_id} if request_id is not None else headers
 
 
-def _count(request: web.Request, metrics: Metrics, totals: _Totals, rpc: bool, outcome: str, status: int,
-           seconds: float) -> None:
+def _count(request: web.Request, ctx: RequestContext | None, principal: Principal | None, metrics: Metrics,
+           totals: _Totals, rpc: bool, outcome: str, status: int, seconds: float) -> None:
     """Totals for the stop line, and the request metrics of the MCP endpoint."""
     totals.requests += 1
     totals.errors += outcome != "ok"
-    ctx = request.get(keys.CONTEXT)
-    principal = request.get(keys.PRINCIPAL)
     tenant = principal.tenant if principal else None
     if status == 429:
         metrics.rate_limit_hit(tenant)
@@ -347,9 +347,8 @@ def _count(request: web.Request, metrics: Metrics, totals: _Totals, rpc: bool, o
             metrics.sessions_observed(sessions.count())
 
 
-def _log_line(request: web.Request, outcome: str, status: int, seconds: float) -> None:
-    ctx = request.get(keys.CONTEXT)
-    principal = request.get(keys.PRINCIPAL)
+def _log_line(request: web.Request, ctx: RequestContext | None, principal: Principal | None, outcome: str,
+              status: int, seconds: float) -> None:
     path = request.path  # never the query string: it may carry a token
     write_event(logging.DEBUG if path in QUIET_PATHS else logging.INFO, {
         "event": "request",
