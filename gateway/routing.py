@@ -29,6 +29,7 @@ import structlog
 from gateway.config import BackendConfig
 from gateway.upstream.base import PROGRESS, JsonObject, NotificationHandler, Upstream, UpstreamError
 from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, CircuitPolicy, Outcome, Ticket, Transition
+from gateway.upstream.deadlines import Deadlines
 from gateway.upstream.slots import Slots
 
 log = structlog.get_logger("gateway.routing")
@@ -135,6 +136,7 @@ class RoutedUpstream:
         self._on_circuit_change = on_circuit_change
         self._breaker = CircuitBreaker(policy.circuit)
         self._limiter = Limiter(policy.max_concurrency, policy.max_queue)
+        self._deadlines = Deadlines()
 
     @property
     def circuit_state(self) -> str:
@@ -218,8 +220,10 @@ class RoutedUpstream:
         loop = asyncio.get_running_loop()
         started, cap = loop.time(), self.policy.cap(timeout)
         in_slot = False
+        scope = asyncio.timeout(None)  # armed by self._deadlines only when the deadline nears
         try:
-            async with asyncio.timeout_at(started + timeout) as scope:
+            async with scope:
+                self._deadlines.watch(scope, started + timeout, loop)
                 if not self._limiter.try_acquire():
                     await self._limiter.wait(self.name)
                 in_slot = True
@@ -233,6 +237,8 @@ class RoutedUpstream:
             if not in_slot:
                 raise _Queued(error) from exc
             raise error from exc
+        finally:
+            self._deadlines.forget(scope)  # no await since the scope's exit: no sweep saw it ended
 
     async def _attempts(self, method: str, params: JsonObject | None, key: str,
                         headers: Mapping[str, str] | None, handler: NotificationHandler) -> JsonObject:
