@@ -5,13 +5,12 @@ Every metric of the DESIGN contract lives on `Metrics`, which the app creates wi
 report. Label values are bounded: tenants and backends come from the config, methods from
 `spec.KNOWN_METHODS`, tools from the current catalogue; anything else is `other`.
 
-Hot-path updates add up in plain numbers (`_CounterSeries`, `_HistogramSeries`, one per
-label combination) and reach prometheus-client at the next flush: a request costs a dict
-lookup and an addition per metric, not `labels()` plus a lock per value (and, in
-multiprocess mode, a write to the shared file). Every read of the registry flushes first
-(`_FlushFirst`), so single-process scrapes are exact; in multiprocess mode each worker also
-flushes every FLUSH_SECONDS, so a scrape shows the other workers at most that late.
-Updates come from the event loop's thread only.
+Hot-path updates add up in plain numbers (`_Pending`: a count or a sum and bucket counts per
+metric and label values) and reach prometheus-client at the next flush: a request costs a dict
+update per metric, not `labels()` plus a lock per value (and, in multiprocess mode, a write to
+the shared file). Every read of the registry flushes first (`_FlushFirst`), so single-process
+scrapes are exact; in multiprocess mode each worker also flushes every FLUSH_SECONDS, so a
+scrape shows the other workers at most that late. Updates come from the event loop's thread only.
 
 Multiprocess mode (`--workers N`): when PROMETHEUS_MULTIPROC_DIR is set *before*
 prometheus_client is first imported, values live in per-process files and `/metrics`
@@ -22,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -80,84 +80,57 @@ SERVER_ERROR_OUTCOMES = frozenset({"error", "timeout", "unavailable", "circuit_o
 """Outcomes that are the gateway's or a backend's failure (not the client's, not the tool's)."""
 
 
-class _CounterSeries:
-    """One label combination of a counter: increments add up here until the next flush."""
+class _Pending:
+    """Updates not yet handed to prometheus-client, keyed by (metric, *label values).
 
-    __slots__ = ("_child", "_dirty", "_pending")
-
-    def __init__(self, child: Any, dirty: list[Any]) -> None:
-        self._child = child
-        self._dirty = dirty
-        self._pending = 0.0
-
-    def inc(self) -> None:
-        if not self._pending:
-            self._dirty.append(self)
-        self._pending += 1
-
-    def flush(self) -> None:
-        self._child.inc(self._pending)
-        self._pending = 0.0
-
-
-class _HistogramSeries:
-    """One label combination of a latency histogram: sum and bucket counts add up here until the flush.
-
-    At most one exemplar per bucket per EXEMPLAR_INTERVAL: the registry keeps only the latest
-    of each bucket and scrapes come seconds apart, so more would cost without showing anything.
+    Counts are added up; an observation adds to its series' sum and bucket count, except the
+    first per bucket per EXEMPLAR_INTERVAL with a request id, which goes straight to
+    prometheus-client with its exemplar (the registry keeps only the latest of each bucket and
+    scrapes come seconds apart, so more would cost without showing anything).
     """
 
-    __slots__ = ("_child", "_clock", "_counts", "_dirty", "_next_exemplar", "_pending", "_sum")
-
-    def __init__(self, child: Any, dirty: list[Any], clock: Callable[[], float]) -> None:
-        self._child = child
-        self._dirty = dirty
-        self._counts = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
-        self._sum = 0.0
-        self._pending = False
-        self._next_exemplar = [0.0] * len(self._counts)
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        self.timings: dict[tuple[Any, ...], list[float]] = {}  # sum, then one count per bucket (+Inf last)
+        self._children: dict[tuple[Any, ...], Any] = {}
+        self._next_exemplar: dict[tuple[tuple[Any, ...], int], float] = {}
         self._clock = clock
 
-    def observe(self, seconds: float, request_id: str | None = None, traceparent: str | None = None) -> None:
+    def observe(self, key: tuple[Any, ...], seconds: float, request_id: str | None = None,
+                traceparent: str | None = None) -> None:
         bucket = bisect.bisect_left(LATENCY_BUCKETS, seconds)  # the first bound >= seconds, as prometheus has it
-        if request_id is not None and self._exemplar_due(bucket):
-            self._child.observe(seconds, exemplar(request_id, traceparent))  # now, with its exemplar
-            return
-        if not self._pending:
-            self._pending = True
-            self._dirty.append(self)
-        self._sum += seconds
-        self._counts[bucket] += 1
+        if request_id is not None:
+            now = self._clock()
+            if now >= self._next_exemplar.get((key, bucket), 0.0):
+                self._next_exemplar[(key, bucket)] = now + EXEMPLAR_INTERVAL
+                self.child(key).observe(seconds, exemplar(request_id, traceparent))
+                return
+        slots = self.timings.get(key)
+        if slots is None:
+            slots = self.timings[key] = [0.0] * (len(LATENCY_BUCKETS) + 2)
+        slots[0] += seconds
+        slots[bucket + 1] += 1
 
-    def _exemplar_due(self, bucket: int) -> bool:
-        now = self._clock()
-        if now < self._next_exemplar[bucket]:
-            return False
-        self._next_exemplar[bucket] = now + EXEMPLAR_INTERVAL
-        return True
+    def child(self, key: tuple[Any, ...]) -> Any:
+        """The prometheus-client child of (metric, *label values), made once (`labels()` takes a lock)."""
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = key[0].labels(*key[1:])
+        return child
 
     def flush(self) -> None:
-        # prometheus-client has no public way to add many observations at once; its histogram
-        # child keeps one value per bucket (`_buckets`, +Inf last) and the sum (`_sum`).
-        self._child._sum.inc(self._sum)
-        for value, count in zip(self._child._buckets, self._counts, strict=True):
-            if count:
-                value.inc(count)
-        self._sum, self._pending = 0.0, False
-        self._counts[:] = [0] * len(self._counts)
-
-
-class _Series(dict[tuple[str, ...], Any]):
-    """The series of one metric by label values, made on first use (`labels()` costs a lock each time)."""
-
-    def __init__(self, make: Callable[[Any], Any], metric: Any) -> None:
-        super().__init__()
-        self._make = make
-        self._metric = metric
-
-    def __missing__(self, key: tuple[str, ...]) -> Any:
-        series = self[key] = self._make(self._metric.labels(*key))
-        return series
+        counts, self.counts = self.counts, collections.Counter()
+        timings, self.timings = self.timings, {}
+        for key, count in counts.items():
+            self.child(key).inc(count)
+        for key, slots in timings.items():
+            # prometheus-client has no public way to add many observations at once; its histogram
+            # child keeps one value per bucket (`_buckets`, +Inf last) and the sum (`_sum`).
+            child = self.child(key)
+            child._sum.inc(slots[0])
+            for value, count in zip(child._buckets, slots[1:], strict=True):
+                if count:
+                    value.inc(count)
 
 
 class _FlushFirst:
@@ -212,9 +185,10 @@ class Metrics:
         self._fetched_at: dict[str, float] = {}
         self._age = _CatalogueAge(self._fetched_at, clock)
         self._backend_states: dict[str, str] = {}
-        self._dirty: list[Any] = []  # series with updates not yet flushed
+        self._pending = _Pending(time.monotonic)
+        self._methods = frozenset({*spec.KNOWN_METHODS, BATCH})
+        self._auth_reasons: set[str] = set()
         self._inflight_now = 0
-        self._clock = time.monotonic
         registry.register(_FlushFirst(self.flush))  # before the metrics, so it runs before they are read
         self._define(registry)
         registry.register(self._age)
@@ -268,23 +242,11 @@ class Metrics:
         self.store_up = gauge("mcpgw_store_up", "1 while the shared store (Redis) answers.", (), "livemin")
 
     def _resolve_children(self) -> None:
-        def counted(child: Any) -> _CounterSeries:
-            return _CounterSeries(child, self._dirty)
-
-        def timed(child: Any) -> _HistogramSeries:
-            return _HistogramSeries(child, self._dirty, self._clock)
-
-        self._requests = _Series(counted, self.requests)
-        self._request_duration = _Series(timed, self.request_duration)
-        self._tool_calls = _Series(counted, self.tool_calls)
-        self._tool_call_duration = _Series(timed, self.tool_call_duration)
-        self._upstream_duration = _Series(timed, self.upstream_duration)
-        self._refresh = _Series(counted, self.catalogue_refresh)
-        self._auth = _Series(counted, self.auth_failures)
-        self._rate_limited = {t: counted(self.rate_limited.labels(t)) for t in (*self.tenants, OTHER)}
-        self._cache_hit = counted(self.catalogue_cache.labels("hit"))
-        self._cache_miss = counted(self.catalogue_cache.labels("miss"))
-        for backend in self.backends:  # series exist from the start, so rate() and alerts see zeros
+        for tenant in (*self.tenants, OTHER):  # series exist from the start, so rate() and alerts see zeros
+            self.rate_limited.labels(tenant)
+        self.catalogue_cache.labels("hit")
+        self.catalogue_cache.labels("miss")
+        for backend in self.backends:
             self.backend_up.labels(backend).set(0)
             self.circuit_open.labels(backend).set(0)
             self.catalogue_tools.labels(backend).set(0)
@@ -299,7 +261,7 @@ class Metrics:
     def method_label(self, method: str | None) -> str:
         if method is None:
             return NO_METHOD
-        return method if method in spec.KNOWN_METHODS or method == BATCH else OTHER
+        return method if method in self._methods else OTHER
 
     def backend_label(self, backend: str) -> str:
         return backend if backend in self._backend_set else OTHER
@@ -313,41 +275,40 @@ class Metrics:
                      request_id: str | None = None, traceparent: str | None = None) -> None:
         """One MCP request (a POST) answered, refused or failed."""
         method, tenant = self.method_label(method), self.tenant_label(tenant)
-        self._requests[(method, tenant, outcome)].inc()
-        self._request_duration[(method, tenant)].observe(seconds, request_id, traceparent)
+        self._pending.counts[(self.requests, method, tenant, outcome)] += 1
+        self._pending.observe((self.request_duration, method, tenant), seconds, request_id, traceparent)
 
     def dispatched(self, method: str | None, ctx: RequestContext, seconds: float) -> None:
         """The dispatcher answered one JSON-RPC request; a tools/call that resolved a tool is counted."""
         if method != spec.TOOLS_CALL or ctx.backend is None or ctx.tool is None:
             return
         backend, tool = self.backend_label(ctx.backend), self.tool_label(ctx.tool)
-        self._tool_calls[(self.tenant_label(ctx.tenant.name), backend, tool, ctx.outcome)].inc()
-        self._tool_call_duration[(backend, tool)].observe(seconds, ctx.request_id, ctx.traceparent)
+        self._pending.counts[(self.tool_calls, self.tenant_label(ctx.tenant.name), backend, tool, ctx.outcome)] += 1
+        self._pending.observe((self.tool_call_duration, backend, tool), seconds, ctx.request_id, ctx.traceparent)
 
     def upstream_done(self, backend: str, method: str, seconds: float) -> None:
-        self._upstream_duration[(self.backend_label(backend), self.method_label(method))].observe(seconds)
+        key = (self.upstream_duration, self.backend_label(backend), self.method_label(method))
+        self._pending.observe(key, seconds)
 
     def cache_lookup(self, hit: bool) -> None:
-        (self._cache_hit if hit else self._cache_miss).inc()
+        self._pending.counts[(self.catalogue_cache, "hit" if hit else "miss")] += 1
 
     def auth_failed(self, reason: str) -> None:
-        key = (reason,)
-        if key not in self._auth and len(self._auth) >= MAX_AUTH_REASONS:
-            key = (OTHER,)
-        self._auth[key].inc()
+        if reason not in self._auth_reasons:
+            if len(self._auth_reasons) >= MAX_AUTH_REASONS:
+                reason = OTHER
+            self._auth_reasons.add(reason)
+        self._pending.counts[(self.auth_failures, reason)] += 1
 
     def rate_limit_hit(self, tenant: str | None) -> None:
-        self._rate_limited[self.tenant_label(tenant)].inc()
+        self._pending.counts[(self.rate_limited, self.tenant_label(tenant))] += 1
 
     def inflight_add(self, amount: int) -> None:
         self._inflight_now += amount  # the gauge is set at the flush
 
     def flush(self) -> None:
         """Hand the pending hot-path updates to prometheus-client (its values, or the worker's file)."""
-        dirty = self._dirty.copy()
-        self._dirty.clear()
-        for series in dirty:
-            series.flush()
+        self._pending.flush()
         self.inflight.set(self._inflight_now)
 
     # ---------------------------------------------------------------- state
@@ -355,7 +316,7 @@ class Metrics:
     def catalogue_refreshed(self, snapshot: BackendSnapshot) -> None:
         """This replica refreshed a backend (ok, stale or down): count it, then follow its state."""
         outcome = "ok" if snapshot.status == "ok" else "error"
-        self._refresh[(self.backend_label(snapshot.backend), outcome)].inc()
+        self._pending.counts[(self.catalogue_refresh, self.backend_label(snapshot.backend), outcome)] += 1
         self.snapshot_adopted(snapshot)
 
     def snapshot_adopted(self, snapshot: BackendSnapshot) -> None:

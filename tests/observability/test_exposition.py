@@ -124,28 +124,27 @@ def test_multiprocess_needs_the_variable_before_prometheus_client_loads(
 
 
 def test_exemplars_are_kept_once_per_bucket_per_interval() -> None:
-    from gateway.metrics import EXEMPLAR_INTERVAL, _HistogramSeries
+    from gateway.metrics import EXEMPLAR_INTERVAL, _Pending
 
     now = [100.0]
     registry = CollectorRegistry()
     metric = Histogram("h", "h", ("route",), registry=registry, buckets=LATENCY_BUCKETS)
-    dirty: list[Any] = []
-    series = {route: _HistogramSeries(metric.labels(route), dirty, clock=lambda: now[0]) for route in "ab"}
+    pending = _Pending(clock=lambda: now[0])
 
     def exemplar_ids() -> dict[tuple[str, str], str]:
         return {(s.labels["route"], s.labels["le"]): s.exemplar.labels["request_id"]
                 for m in registry.collect() for s in m.samples if s.exemplar}
 
-    series["a"].observe(0.003, "r1")
-    series["a"].observe(0.004, "r2")  # same bucket (<= 5 ms), same second: counted, no exemplar
-    series["a"].observe(0.2, "r3")  # another bucket: a slow outlier still gets its exemplar
-    series["b"].observe(0.003, "r4")  # another label child
+    pending.observe((metric, "a"), 0.003, "r1")
+    pending.observe((metric, "a"), 0.004, "r2")  # same bucket (<= 5 ms), same second: counted, no exemplar
+    pending.observe((metric, "a"), 0.2, "r3")  # another bucket: a slow outlier still gets its exemplar
+    pending.observe((metric, "b"), 0.003, "r4")  # another label child
     assert exemplar_ids() == {("a", "0.005"): "r1", ("a", "0.25"): "r3", ("b", "0.005"): "r4"}
     now[0] += EXEMPLAR_INTERVAL
-    series["a"].observe(0.004, "r5")
+    pending.observe((metric, "a"), 0.004, "r5")
     assert exemplar_ids()[("a", "0.005")] == "r5"
-    for item in dirty:
-        item.flush()
+    assert registry.get_sample_value("h_count", {"route": "a"}) == 3  # r2 waits for the flush
+    pending.flush()
     assert registry.get_sample_value("h_count", {"route": "a"}) == 4  # exemplars or not, all counted
     assert registry.get_sample_value("h_bucket", {"route": "a", "le": "0.005"}) == 3
     assert registry.get_sample_value("h_sum", {"route": "a"}) == pytest.approx(0.211)
