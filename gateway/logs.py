@@ -135,17 +135,13 @@ class JsonLine:
         self._as_bytes = as_bytes
 
     def __call__(self, logger: Any, name: str, event: dict[str, Any]) -> bytes | str:
-        event["level"] = _LEVEL_NAMES.get(name, name)
+        event = structlog.processors.add_log_level(logger, name, event)
         self._stamp(logger, name, event)
         if "exc_info" in event:
             event = structlog.processors.format_exc_info(logger, name, event)
         if self._as_bytes:
             return orjson.dumps(event, default=str, option=orjson.OPT_APPEND_NEWLINE)
         return orjson.dumps(event, default=str).decode()
-
-
-_LEVEL_NAMES = {"warn": "warning", "exception": "error"}
-"""Method names whose level is another word (as structlog's add_log_level has it)."""
 
 
 class _LineWriter:

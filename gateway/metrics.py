@@ -69,7 +69,7 @@ BACKEND_STATES = {"ok": "up", "stale": "stale", "down": "down"}
 """Snapshot status → the state word of `backend_state_changed` lines (stale: serving old tools)."""
 
 EXEMPLAR_INTERVAL = 1.0
-"""Seconds between exemplars of one histogram bucket (see _HistogramSeries)."""
+"""Seconds between exemplars of one histogram bucket (see _Pending)."""
 FLUSH_SECONDS = 1.0
 """In multiprocess mode, how often a worker hands its pending updates to the shared files."""
 EXEMPLAR_ROOM = 128
