@@ -15,7 +15,7 @@ from gateway.catalogue.refresher import CatalogueListener
 from gateway.components import build_components
 from gateway.config import Config
 from gateway.health import add_readiness_check, setup_health_routes
-from gateway.logs import setup_request_log
+from gateway.logs import EventLog, setup_request_log
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
 from gateway.store.wiring import open_shared_state
@@ -29,14 +29,16 @@ from gateway.transport.streams import StreamHub
 BODY_SLACK = 1024
 
 
-def create_app(config: Config, *, registry: CollectorRegistry | None = None) -> web.Application:
-    """The gateway app; its metrics go to `registry` (a fresh one by default, never the global)."""
+def create_app(config: Config, *, registry: CollectorRegistry | None = None,
+               events: EventLog | None = None) -> web.Application:
+    """The gateway app; its metrics go to `registry` (a fresh one by default, never the global),
+    its request lines to `events` (what configure_logging returned; structlog's bound logger if None)."""
     app = web.Application(client_max_size=config.server.max_body_bytes + BODY_SLACK)
     app[keys.CONFIG] = config
     # Middleware order, outermost first: the request log sees every reply (even refusals);
     # error replies turn GatewayErrors into HTTP; the origin check refuses before any work.
     metrics = Metrics.for_config(config, registry or CollectorRegistry())
-    setup_request_log(app, metrics)
+    setup_request_log(app, metrics, events)
     setup_error_replies(app)
     setup_origin_check(app, config.server, config.server.path)
     setup_mcp_routes(app, config.server.path)

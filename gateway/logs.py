@@ -49,8 +49,10 @@ log = structlog.get_logger("gateway.request")
 lifecycle_log = structlog.get_logger("gateway")
 
 
-def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
+def configure_logging(config: LoggingConfig, *, stream: object = None) -> EventLog:
     """JSON lines on stdout (or console rendering when stderr is a terminal and format=auto).
+
+    Returns the fast way out for ready event dicts (the request line), bound to this setup.
 
     JSON lines take one processor (`JsonLine`: level, timestamp, exception, render) and, on a
     binary stream, one write of the rendered bytes: every request writes a line, and structlog's
@@ -70,7 +72,6 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
     else:  # a text stream (StringIO in tests): str lines through structlog's writer
         processors, factory = [JsonLine(as_bytes=False)], structlog.WriteLoggerFactory(out)
     level = getattr(logging, config.level.upper())
-    _lines.configure(processors, factory(), level)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -78,6 +79,7 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> None:
         cache_logger_on_first_use=True,
     )
     _capture_stdlib_logging(level)
+    return EventLog(processors, factory(), level)
 
 
 class _OneLineHandler(logging.Handler):
@@ -170,25 +172,22 @@ class _LineWriterFactory:
         return self._writer
 
 
-class _EventLines:
+class EventLog:
     """The request line's way out: a ready event dict through structlog's configured processors
-    and logger, without the bound logger's keyword plumbing.
+    and logger, without the bound logger's keyword plumbing (a dozen keyword fields through
+    structlog's wrapper, proxy and event copy were most of the line's cost, every request).
 
-    Passing a dozen fields as keywords through structlog's wrapper, proxy and event copy cost
-    30k of the line's 55k instructions (bench/instructions scale), every request. The
-    processors list is structlog's own object, so `structlog.testing.capture_logs` sees these
-    lines too. Until `configure_logging` runs, lines go through the bound logger as usual.
+    `configure_logging` returns one bound to what it configured; its processors list is
+    structlog's own object, so `structlog.testing.capture_logs` sees these lines too. An
+    `EventLog()` made without them (apps built without configuring logging, as in tests)
+    sends lines through structlog's bound logger as usual.
     """
 
-    def __init__(self) -> None:
-        self._processors: list[Any] | None = None
-        self._logger: Any = None
-        self._level = logging.INFO
-
-    def configure(self, processors: list[Any], logger: Any, level: int) -> None:
+    def __init__(self, processors: list[Any] | None = None, logger: Any = None, level: int = logging.INFO) -> None:
         self._processors, self._logger, self._level = processors, logger, level
 
     def write(self, level: int, event: dict[str, Any]) -> None:
+        """Log a ready event dict (its `event` key is the message) at a stdlib level."""
         name = _NAMES[level]
         if self._processors is None:
             getattr(log, name)(event.pop("event"), **event)
@@ -205,12 +204,6 @@ class _EventLines:
 
 
 _NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
-_lines = _EventLines()
-
-
-def write_event(level: int, event: dict[str, Any]) -> None:
-    """Log a ready event dict (its `event` key is the message) at a stdlib level; see _EventLines."""
-    _lines.write(level, event)
 
 
 class RequestIds:
@@ -275,15 +268,16 @@ class _Totals:
     started: float = field(default_factory=time.monotonic)
 
 
-def setup_request_log(app: web.Application, metrics: Metrics) -> None:
+def setup_request_log(app: web.Application, metrics: Metrics, events: EventLog | None = None) -> None:
+    """The request-log middleware; its lines go out through `events` (configure_logging's)."""
     totals = _Totals()
-    app.middlewares.append(_request_log(app[keys.CONFIG].server.path, metrics, totals))
+    app.middlewares.append(_request_log(app[keys.CONFIG].server.path, metrics, totals, events or EventLog()))
     app.on_startup.append(_log_started(totals))  # runs after every cleanup_ctx startup: the state is built
     app.on_cleanup.append(_log_stopped(totals))  # runs after every cleanup_ctx teardown
 
 
-def _request_log(mcp_path: str, metrics: Metrics,
-                 totals: _Totals) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals,
+                 events: EventLog) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     fresh_id = RequestIds()
 
     @web.middleware
@@ -315,7 +309,7 @@ def _request_log(mcp_path: str, metrics: Metrics,
             outcome = outcome_of(ctx, status)
             if path == mcp_path:
                 _count(request, ctx, principal, metrics, totals, rpc, outcome, status, seconds)
-            _log_line(request, ctx, principal, outcome, status, seconds)
+            _log_line(events, request, ctx, principal, outcome, status, seconds)
 
     return request_log
 
@@ -343,10 +337,10 @@ def _count(request: web.Request, ctx: RequestContext | None, principal: Principa
             metrics.sessions_observed(sessions.count())
 
 
-def _log_line(request: web.Request, ctx: RequestContext | None, principal: Principal | None, outcome: str,
-              status: int, seconds: float) -> None:
+def _log_line(events: EventLog, request: web.Request, ctx: RequestContext | None, principal: Principal | None,
+              outcome: str, status: int, seconds: float) -> None:
     path = request.path  # never the query string: it may carry a token
-    write_event(logging.DEBUG if path in QUIET_PATHS else logging.INFO, {
+    events.write(logging.DEBUG if path in QUIET_PATHS else logging.INFO, {
         "event": "request",
         "request_id": request[keys.REQUEST_ID],
         "trace_id": request[keys.TRACEPARENT][3:35],

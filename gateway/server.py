@@ -34,7 +34,7 @@ from gateway.app import create_app
 from gateway.components import kill_children
 from gateway.config import Config, ServerConfig
 from gateway.health import DRAINING
-from gateway.logs import configure_logging
+from gateway.logs import EventLog, configure_logging
 
 log = structlog.get_logger("gateway")
 
@@ -48,20 +48,20 @@ EXIT_REFUSED = 2
 
 def serve(config: Config, *, host: str | None = None, port: int | None = None, workers: int = 1) -> int:
     """`mcp-gateway serve`: one process, or a parent supervising `workers` forked ones."""
-    configure_logging(config.logging)
+    events = configure_logging(config.logging)
     config = _with_address(config, host, port)
     if workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return EXIT_REFUSED
     if workers == 1:
-        return lifecycle.run(run_server(config))
+        return lifecycle.run(run_server(config, events=events))
     if not config.store.redis_url:
         print(f"error: --workers {workers} needs store.redis_url: sessions, rate limits and the catalogue "
               "live in each process's memory otherwise, and a client would reach a worker that does not "
               "know its session. Set store.redis_url (or MCPGW_STORE__REDIS_URL), or use --workers 1.",
               file=sys.stderr)
         return EXIT_REFUSED
-    return WorkerSupervisor(config, workers).run()
+    return WorkerSupervisor(config, workers, events).run()
 
 
 def _with_address(config: Config, host: str | None, port: int | None) -> Config:
@@ -124,11 +124,12 @@ class RequestTracker:
             self._idle.set()
 
 
-async def run_server(config: Config, *, reuse_port: bool = False, parent_pid: int | None = None) -> int:
+async def run_server(config: Config, *, reuse_port: bool = False, parent_pid: int | None = None,
+                     events: EventLog | None = None) -> int:
     """Serve until a signal, then drain and stop; returns the exit status."""
     signals = lifecycle.ShutdownSignals()
     signals.install()
-    app = create_app(config)
+    app = create_app(config, events=events)
     tracker = RequestTracker(config.server.path)
     app.middlewares.append(tracker.middleware)  # innermost: counts what reaches a handler
     app.on_shutdown.append(_end_streams)
@@ -242,9 +243,10 @@ class WorkerSupervisor:
     a SIGKILL past the deadline takes a worker's stdio children down with it.
     """
 
-    def __init__(self, config: Config, count: int) -> None:
+    def __init__(self, config: Config, count: int, events: EventLog | None = None) -> None:
         self.config = config
         self.count = count
+        self.events = events
         self.workers: dict[int, _Worker] = {}
         self.status = 0
         self._signals: list[int] = []
@@ -293,7 +295,7 @@ class WorkerSupervisor:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the parent's code
-            _worker_main(self.config, parent)
+            _worker_main(self.config, parent, self.events)
         with suppress(OSError):  # the child does the same; whoever runs first wins the race
             os.setpgid(pid, pid)
         self.workers[pid] = _Worker(pid, time.monotonic())
@@ -344,14 +346,14 @@ class WorkerSupervisor:
                 os.kill(pid, sig)
 
 
-def _worker_main(config: Config, parent: int) -> None:
+def _worker_main(config: Config, parent: int, events: EventLog | None) -> None:
     """Body of a forked worker: its own process group and signal handlers, then serve."""
     status = 1
     try:
         os.setpgid(0, 0)
         for sig in lifecycle.SHUTDOWN_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)  # the loop installs its own; drop the parent's
-        status = lifecycle.run(run_server(config, reuse_port=True, parent_pid=parent))
+        status = lifecycle.run(run_server(config, reuse_port=True, parent_pid=parent, events=events))
     except BaseException:  # whatever happens, the fork must not return into the parent's code
         log.exception("worker_failed")
     finally:

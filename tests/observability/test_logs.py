@@ -155,25 +155,37 @@ def test_ready_event_dicts_take_the_configured_level_format_and_capture() -> Non
     import structlog
 
     from gateway.config import LoggingConfig
-    from gateway.logs import configure_logging, write_event
+    from gateway.logs import configure_logging
 
     text = io.StringIO()
-    configure_logging(LoggingConfig(level="debug", format="console"), stream=text)
-    write_event(logging.DEBUG, {"event": "request", "path": "/healthz"})
+    events = configure_logging(LoggingConfig(level="debug", format="console"), stream=text)
+    events.write(logging.DEBUG, {"event": "request", "path": "/healthz"})
     assert "request" in text.getvalue() and "/healthz" in text.getvalue()
 
     class Binary:  # like sys.stdout: lines go to .buffer as bytes
         buffer = io.BytesIO()
 
     out = Binary()
-    configure_logging(LoggingConfig(level="info", format="json"), stream=out)
-    write_event(logging.DEBUG, {"event": "request", "path": "/healthz"})  # below the level: dropped
-    write_event(logging.INFO, {"event": "request", "path": "/mcp", "status": 200})
+    events = configure_logging(LoggingConfig(level="info", format="json"), stream=out)
+    events.write(logging.DEBUG, {"event": "request", "path": "/healthz"})  # below the level: dropped
+    events.write(logging.INFO, {"event": "request", "path": "/mcp", "status": 200})
     lines = [json.loads(line) for line in out.buffer.getvalue().splitlines()]
     assert [(line["event"], line["level"], line["path"], line["status"]) for line in lines] == [
         ("request", "info", "/mcp", 200)]
     assert lines[0]["timestamp"].endswith("Z")
     with structlog.testing.capture_logs() as captured:
-        write_event(logging.INFO, {"event": "request", "path": "/mcp"})
+        events.write(logging.INFO, {"event": "request", "path": "/mcp"})
     assert captured == [{"event": "request", "path": "/mcp", "log_level": "info"}]
     assert len(out.buffer.getvalue().splitlines()) == 1  # captured, not written
+
+
+def test_an_unconfigured_event_log_goes_through_structlogs_bound_logger() -> None:
+    import logging
+
+    import structlog
+
+    from gateway.logs import EventLog
+
+    with structlog.testing.capture_logs() as captured:
+        EventLog().write(logging.INFO, {"event": "request", "path": "/mcp", "status": 200})
+    assert captured == [{"event": "request", "path": "/mcp", "status": 200, "log_level": "info"}]
