@@ -6,31 +6,56 @@
     ├── MethodNotFound                -32601, 200   unknown method
     ├── InvalidParams                 -32602, 200   missing/bad params, unknown tool, bad cursor
     ├── InternalError                 -32603, 200   unexpected failure (details only in the log)
-    │   └── BackendError              -32603, 200   data.reason: timeout | unavailable | circuit_open
+    │   └── BackendError              -32603, 200   data.reason: a FailureReason (timeout | unavailable |
+    │                                               circuit_open | overloaded | bad_response)
     └── HttpError                     no JSON-RPC code of its own; refused at the HTTP layer
+        ├── BadRequest                400 (missing session, bad MCP-Protocol-Version)
         ├── Unauthorized              401 + WWW-Authenticate
         ├── Forbidden                 403 (unknown tenant, missing scope, bad Origin/Host)
         ├── NotFound                  404 (unknown or ended session)
         ├── NotAcceptable             406 (Accept lacks json or event-stream)
         ├── Conflict                  409 (a second GET stream for one session)
-        ├── UnsupportedMediaType      415 (Content-Type is not application/json)
         ├── PayloadTooLarge           413 (body over server.max_body_bytes)
-        ├── RateLimited               429 + Retry-After
-        └── BadRequest                400 (missing session, bad MCP-Protocol-Version)
+        ├── UnsupportedMediaType      415 (Content-Type is not application/json)
+        └── RateLimited               429 + Retry-After
 
-`protocol.jsonrpc.error_response` and `transport.http` are the only places that turn these
-into bytes; foreign exceptions are translated where they enter (`raise ... from exc`).
+The codes come from `protocol.spec`. `protocol.jsonrpc.error_response` turns an error into
+its JSON-RPC error object, and `transport.errors` is the one place an error that escaped a
+handler becomes an HTTP reply; foreign exceptions are translated where they enter
+(`raise ... from exc`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from gateway.protocol import spec
+
+
+class FailureReason(StrEnum):
+    """Why a backend gave no answer. The values are `data.reason`, metric outcomes and log fields."""
+
+    TIMEOUT = "timeout"
+    UNAVAILABLE = "unavailable"  # connect failed, process dead, HTTP 5xx
+    CIRCUIT_OPEN = "circuit_open"  # the breaker refused the call without trying
+    OVERLOADED = "overloaded"  # the backend's queue is full
+    BAD_RESPONSE = "bad_response"  # garbage, wrong id, HTML page, reply over the size limit
+
+
+_REASON_TEXT: dict[FailureReason, str] = {
+    FailureReason.TIMEOUT: "timed out",
+    FailureReason.UNAVAILABLE: "is unavailable",
+    FailureReason.CIRCUIT_OPEN: "is unavailable (circuit open)",
+    FailureReason.OVERLOADED: "is overloaded",
+    FailureReason.BAD_RESPONSE: "sent an invalid response",
+}
 
 
 class GatewayError(Exception):
     """Base of every error the gateway reports to a client."""
 
-    code: int = -32603
+    code: int = spec.INTERNAL_ERROR
     http_status: int = 200
 
     def __init__(self, message: str, *, data: Any = None) -> None:
@@ -40,40 +65,33 @@ class GatewayError(Exception):
 
 
 class ParseError(GatewayError):
-    code, http_status = -32700, 400
+    code, http_status = spec.PARSE_ERROR, 400
 
 
 class InvalidRequest(GatewayError):
-    code, http_status = -32600, 400
+    code, http_status = spec.INVALID_REQUEST, 400
 
 
 class MethodNotFound(GatewayError):
-    code = -32601
+    code = spec.METHOD_NOT_FOUND
 
 
 class InvalidParams(GatewayError):
-    code = -32602
+    code = spec.INVALID_PARAMS
 
 
 class InternalError(GatewayError):
-    code = -32603
+    code = spec.INTERNAL_ERROR
 
 
 class BackendError(InternalError):
-    """A backend could not answer; `reason` is one of REASONS."""
+    """A backend could not answer; the message names it, `data.reason` says why."""
 
-    REASONS = ("timeout", "unavailable", "circuit_open", "overloaded", "bad_response")
+    REASONS: ClassVar[frozenset[str]] = frozenset(FailureReason)
 
-    def __init__(self, backend: str, reason: str, detail: str = "") -> None:
-        assert reason in self.REASONS, reason
-        text = {
-            "timeout": "timed out",
-            "unavailable": "is unavailable",
-            "circuit_open": "is unavailable (circuit open)",
-            "overloaded": "is overloaded",
-            "bad_response": "sent an invalid response",
-        }[reason]
-        super().__init__(f"Backend {backend} {text}", data={"backend": backend, "reason": reason})
+    def __init__(self, backend: str, reason: FailureReason | str, detail: str = "") -> None:
+        reason = FailureReason(reason)  # ValueError for a reason outside the tree
+        super().__init__(f"Backend {backend} {_REASON_TEXT[reason]}", data={"backend": backend, "reason": reason})
         self.backend = backend
         self.reason = reason
         self.detail = detail  # for the log only, never sent to the client
@@ -82,7 +100,7 @@ class BackendError(InternalError):
 class HttpError(GatewayError):
     """Refused before any JSON-RPC processing; `headers` go on the HTTP reply."""
 
-    code = -32600
+    code = spec.INVALID_REQUEST
     http_status = 400
 
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:

@@ -9,12 +9,6 @@ import orjson
 
 from gateway.errors import GatewayError, InvalidRequest, ParseError
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-
 RequestId = str | int
 JsonObject = dict[str, Any]
 

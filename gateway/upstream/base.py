@@ -15,6 +15,9 @@ from typing import Any, Protocol
 
 import structlog
 
+from gateway.errors import FailureReason
+from gateway.protocol import spec
+
 JsonObject = dict[str, Any]
 NotificationHandler = Callable[[JsonObject], Awaitable[None]]
 
@@ -24,18 +27,18 @@ _log = structlog.get_logger("gateway.upstream")
 class UpstreamError(Exception):
     """The backend could not produce a JSON-RPC response for this request.
 
-    `reason` is `timeout`, `unavailable` (connect failed, process dead, HTTP 5xx) or
-    `bad_response` (garbage, wrong id, HTML page, reply over the size limit); the routing
-    layer adds `circuit_open` and `overloaded`. The message is for logs only.
+    `reason` is TIMEOUT, UNAVAILABLE (connect failed, process dead, HTTP 5xx) or
+    BAD_RESPONSE (garbage, wrong id, HTML page, reply over the size limit); the routing
+    layer adds CIRCUIT_OPEN and OVERLOADED. The message is for logs only.
 
     `sent` is False only when the request certainly never reached the backend (connection
     refused, handshake failed, child not running): the one case where even a tools/call
     may be retried.
     """
 
-    def __init__(self, reason: str, message: str, *, sent: bool = True) -> None:
+    def __init__(self, reason: FailureReason | str, message: str, *, sent: bool = True) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.reason = FailureReason(reason)  # ValueError for a reason outside the tree
         self.sent = sent
 
 
@@ -77,16 +80,6 @@ class Upstream(Protocol):
 
 # --- Helpers shared by the HTTP and stdio upstreams (added with them) ---------------
 
-PROGRESS = "notifications/progress"
-"""Progress notification; carries `params.progressToken`."""
-LIST_CHANGED = "notifications/tools/list_changed"
-"""The backend's tool list changed; re-list."""
-CANCELLED = "notifications/cancelled"
-"""Cancels an earlier request by `params.requestId`."""
-INITIALIZED = "notifications/initialized"
-"""Sent by the client after a successful `initialize`."""
-METHOD_NOT_FOUND = -32601
-"""JSON-RPC code for methods the receiver does not offer."""
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 """Default cap on one backend message (HTTP body, SSE event, stdio line); more is bad_response."""
 
@@ -155,10 +148,10 @@ def message_kind(message: Any) -> str:
 def check_response(backend: str, message: Any, expected_id: int) -> JsonObject:
     """Return `message` if it is the response to `expected_id`, else raise bad_response."""
     if message_kind(message) != "response":
-        raise UpstreamError("bad_response", f"{backend}: not a JSON-RPC response")
+        raise UpstreamError(FailureReason.BAD_RESPONSE, f"{backend}: not a JSON-RPC response")
     got = message["id"]
     if type(got) is not type(expected_id) or got != expected_id:
-        raise UpstreamError("bad_response", f"{backend}: response id {got!r} != {expected_id}")
+        raise UpstreamError(FailureReason.BAD_RESPONSE, f"{backend}: response id {got!r} != {expected_id}")
     return message
 
 
@@ -168,10 +161,10 @@ def negotiated_version(backend: str, reply: JsonObject) -> str:
     if not isinstance(result, dict):
         error = reply.get("error")
         code = error.get("code") if isinstance(error, dict) else None
-        raise UpstreamError("unavailable", f"{backend}: initialize refused (code {code})")
+        raise UpstreamError(FailureReason.UNAVAILABLE, f"{backend}: initialize refused (code {code})")
     version = result.get("protocolVersion")
     if not isinstance(version, str):
-        raise UpstreamError("bad_response", f"{backend}: initialize reply without protocolVersion")
+        raise UpstreamError(FailureReason.BAD_RESPONSE, f"{backend}: initialize reply without protocolVersion")
     return version
 
 
@@ -181,9 +174,9 @@ def answer_backend_request(message: JsonObject) -> JsonObject:
     The gateway declares no client capabilities, so a backend should not ask for
     sampling, roots or elicitation; answering keeps a misbehaving one from hanging.
     """
-    if message.get("method") == "ping":
+    if message.get("method") == spec.PING:
         return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
-    error = {"code": METHOD_NOT_FOUND, "message": f"Method not found: {message.get('method')}"}
+    error = {"code": spec.METHOD_NOT_FOUND, "message": f"Method not found: {message.get('method')}"}
     return {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
 
 

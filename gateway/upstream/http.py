@@ -24,13 +24,24 @@ import orjson
 import structlog
 from multidict import CIMultiDict
 
+from gateway.errors import FailureReason
+from gateway.protocol.spec import (
+    ACCEPT_JSON_AND_SSE,
+    CANCELLED,
+    INITIALIZE,
+    INITIALIZED,
+    JSON,
+    LAST_EVENT_ID_HEADER,
+    LATEST_VERSION,
+    PROGRESS,
+    SESSION_HEADER,
+    SSE,
+    TOOLS_LIST_CHANGED,
+    VERSION_HEADER,
+)
 from gateway.protocol.sse import SseDecoder, SseEvent
 from gateway.upstream.base import (
-    CANCELLED,
-    INITIALIZED,
-    LIST_CHANGED,
     MAX_RESPONSE_BYTES,
-    PROGRESS,
     BackgroundTasks,
     Backoff,
     JsonObject,
@@ -50,16 +61,8 @@ from gateway.upstream.base import (
 )
 from gateway.upstream.httpclient import ConnectFailed, HttpClient, Response, TransportFailed
 
-SESSION_HEADER = "Mcp-Session-Id"
-"""Backend session id, issued on the initialize response."""
 SESSION_HEADER_KEY = SESSION_HEADER.lower()
-"""The same, as reply headers are keyed."""
-VERSION_HEADER = "MCP-Protocol-Version"
-"""Negotiated protocol version, sent on every request after initialize."""
-ACCEPT_POST = "application/json, text/event-stream"
-"""A POST must accept both reply forms."""
-JSON = "application/json"
-EVENT_STREAM = "text/event-stream"
+"""The backend's session id header, as reply headers are keyed."""
 CLOSE_TIMEOUT = 2.0
 """Seconds close() spends ending backend sessions (DELETE) before giving up."""
 NOTIFY_TIMEOUT = 5.0
@@ -97,7 +100,7 @@ class _SessionExpired(UpstreamError):
     """The backend answered 404 to our session id; a second one in a row is `unavailable`."""
 
     def __init__(self, backend: str) -> None:
-        super().__init__("unavailable", f"{backend}: backend session expired (HTTP 404)")
+        super().__init__(FailureReason.UNAVAILABLE, f"{backend}: backend session expired (HTTP 404)")
 
 
 class HttpUpstream:
@@ -110,7 +113,7 @@ class HttpUpstream:
         url: str,
         headers: Mapping[str, str],
         max_connections: int,
-        protocol_version: str = "2025-11-25",
+        protocol_version: str = LATEST_VERSION,
         client_info: Mapping[str, Any],
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
@@ -152,7 +155,7 @@ class HttpUpstream:
             async with asyncio.timeout(timeout):
                 return await self._request(method, params, session_key, merged, on_notification)
         except TimeoutError as exc:
-            raise UpstreamError("timeout", f"{self.name}: {method} timed out ({timeout}s)") from exc
+            raise UpstreamError(FailureReason.TIMEOUT, f"{self.name}: {method} timed out ({timeout}s)") from exc
 
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
         session = self._sessions.get(session_key)
@@ -217,11 +220,11 @@ class HttpUpstream:
     async def _handshake(self, key: str, headers: CIMultiDict[str]) -> _Session:
         session = _Session(key, headers)
         params = initialize_params(self._protocol_version, self._client_info)
-        reply = await self._call(session, "initialize", params, headers, None)
+        reply = await self._call(session, INITIALIZE, params, headers, None)
         session.protocol_version = negotiated_version(self.name, reply)
         status = await self._send_one_way(session, notification_message(INITIALIZED, None))
         if not 200 <= status < 300:
-            raise UpstreamError("unavailable", f"{self.name}: initialized got HTTP {status}")
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: initialized got HTTP {status}")
         self._sessions[key] = session
         if key == "":
             self._start_listener(session)
@@ -234,12 +237,12 @@ class HttpUpstream:
 
     def _client(self) -> HttpClient:
         if self._http is None:
-            raise UpstreamError("unavailable", f"{self.name}: upstream not started or closed")
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: upstream not started or closed")
         return self._http
 
     def _session_headers(self, session: _Session, headers: CIMultiDict[str]) -> CIMultiDict[str]:
         result = headers.copy()
-        result["Accept"] = ACCEPT_POST
+        result["Accept"] = ACCEPT_JSON_AND_SSE
         result["Content-Type"] = JSON
         if session.protocol_version:
             result[VERSION_HEADER] = session.protocol_version
@@ -264,7 +267,7 @@ class HttpUpstream:
         try:
             return await self._exchange(session, request_message(request_id, method, params), headers, route)
         except asyncio.CancelledError:
-            if method != "initialize":  # initialize must never be cancelled
+            if method != INITIALIZE:  # initialize must never be cancelled
                 self._cancel_upstream(session, request_id)
             raise
 
@@ -273,7 +276,7 @@ class HttpUpstream:
     ) -> JsonObject:
         """POST one request and read its reply; transport failures become `unavailable`."""
         async def consume(resp: Response) -> JsonObject:
-            if message["method"] == "initialize":
+            if message["method"] == INITIALIZE:
                 session.session_id = resp.headers.get(SESSION_HEADER_KEY)
             return await self._reply(resp, session, route)
 
@@ -281,9 +284,9 @@ class HttpUpstream:
             return await self._client().send("POST", self._session_headers(session, headers), orjson.dumps(message),
                                              consume)
         except ConnectFailed as exc:  # no connection, so not one byte of the request went out
-            raise UpstreamError("unavailable", f"{self.name}: {exc}", sent=False) from exc
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {exc}", sent=False) from exc
         except _TRANSPORT_ERRORS as exc:
-            raise UpstreamError("unavailable", f"{self.name}: {exc}") from exc
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {exc}") from exc
 
     async def _reply(self, resp: Response, session: _Session, route: _Route) -> JsonObject:
         if resp.status == 404 and session.session_id:
@@ -292,9 +295,9 @@ class HttpUpstream:
             return await self._error_reply(resp, route.request_id)
         if resp.content_type == JSON:
             return check_response(self.name, await self._json_body(resp), route.request_id)
-        if resp.content_type == EVENT_STREAM:
+        if resp.content_type == SSE:
             return await self._read_stream(resp, session, route)
-        raise UpstreamError("bad_response", f"{self.name}: HTTP {resp.status} {resp.content_type}")
+        raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: HTTP {resp.status} {resp.content_type}")
 
     async def _error_reply(self, resp: Response, request_id: int) -> JsonObject:
         """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
@@ -303,7 +306,7 @@ class HttpUpstream:
                 message = check_response(self.name, await self._json_body(resp), request_id)
                 if "error" in message:
                     return message
-        raise UpstreamError("unavailable", f"{self.name}: HTTP {resp.status}")
+        raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: HTTP {resp.status}")
 
     async def _json_body(self, resp: Response) -> Any:
         return self._decode(await self._read_bounded(resp))
@@ -324,7 +327,7 @@ class HttpUpstream:
 
     def _too_large(self, resp: Response) -> UpstreamError:
         # Raised inside HttpClient.send's callback, so the client closes the connection with its unread rest.
-        return UpstreamError("bad_response", f"{self.name}: reply over {self._max_response_bytes} bytes")
+        return UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: reply over {self._max_response_bytes} bytes")
 
     async def _events(self, resp: Response, decoder: SseDecoder) -> AsyncIterator[SseEvent]:
         """Decode an SSE body; an event growing past max_response_bytes is cut as bad_response.
@@ -347,7 +350,7 @@ class HttpUpstream:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise UpstreamError("bad_response", f"{self.name}: reply is not JSON") from exc
+            raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: reply is not JSON") from exc
 
     # --- SSE replies --------------------------------------------------------------------
 
@@ -357,29 +360,29 @@ class HttpUpstream:
         reply = await self._consume(resp, decoder, session, route)
         while reply is None:
             if decoder.last_event_id is None:
-                raise UpstreamError("bad_response", f"{self.name}: stream ended without a response")
+                raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: stream ended without a response")
             reply = await self._resume(decoder, session, route)
         return reply
 
     async def _resume(self, decoder: SseDecoder, session: _Session, route: _Route) -> JsonObject | None:
         await asyncio.sleep((decoder.retry or DEFAULT_RETRY_MS) / 1000)
         async def consume(resp: Response) -> JsonObject | None:
-            if resp.status != 200 or resp.content_type != EVENT_STREAM:
-                raise UpstreamError("unavailable", f"{self.name}: resume got HTTP {resp.status}")
+            if resp.status != 200 or resp.content_type != SSE:
+                raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: resume got HTTP {resp.status}")
             decoder.reconnected()
             return await self._consume(resp, decoder, session, route)
 
         try:
             return await self._client().send("GET", self._stream_headers(session, decoder), None, consume)
         except _TRANSPORT_ERRORS as exc:  # the POST did go out: even a refused connection is not "unsent"
-            raise UpstreamError("unavailable", f"{self.name}: resume failed: {exc}") from exc
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: resume failed: {exc}") from exc
 
     def _stream_headers(self, session: _Session, decoder: SseDecoder) -> CIMultiDict[str]:
         headers = self._session_headers(session, session.headers)
-        headers["Accept"] = EVENT_STREAM
+        headers["Accept"] = SSE
         headers.popall("Content-Type", None)
         if decoder.last_event_id is not None:
-            headers["Last-Event-ID"] = decoder.last_event_id
+            headers[LAST_EVENT_ID_HEADER] = decoder.last_event_id
         return headers
 
     async def _consume(
@@ -406,7 +409,7 @@ class HttpUpstream:
         return None
 
     async def _on_notification(self, message: JsonObject, route: _Route) -> None:
-        if message["method"] == LIST_CHANGED:
+        if message["method"] == TOOLS_LIST_CHANGED:
             self._list_changed.fire()
             return
         if route.handler is None:
@@ -445,7 +448,7 @@ class HttpUpstream:
         try:
             return await self._client().send("POST", headers, orjson.dumps(message), _status)
         except _TRANSPORT_ERRORS as exc:
-            raise UpstreamError("unavailable", f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
     async def _delete(self, http: HttpClient, session: _Session) -> None:
         headers = self._session_headers(session, session.headers)
@@ -474,7 +477,7 @@ class HttpUpstream:
 
     async def _listen_once(self, session: _Session, decoder: SseDecoder, backoff: Backoff) -> int:
         async def consume(resp: Response) -> int:
-            if resp.status != 200 or resp.content_type != EVENT_STREAM:
+            if resp.status != 200 or resp.content_type != SSE:
                 return resp.status
             backoff.reset()
             decoder.reconnected()
@@ -494,7 +497,7 @@ class HttpUpstream:
             _log.warning("upstream sent a non-JSON event", backend=self.name)
             return
         kind = message_kind(message)
-        if kind == "notification" and message["method"] == LIST_CHANGED:
+        if kind == "notification" and message["method"] == TOOLS_LIST_CHANGED:
             self._list_changed.fire()
         elif kind == "request":
             self._answer(session, message)

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from gateway.config import BackendConfig
-from gateway.routing import CircuitListener, RoutedUpstream, policy_for
 from gateway.upstream.base import Upstream
 from gateway.upstream.http import HttpUpstream
+from gateway.upstream.policy import policy_for
+from gateway.upstream.routed import CircuitListener, RoutedUpstream
 from gateway.upstream.stdio import StdioUpstream
 
 CLIENT_INFO = {"name": "mcp-gateway", "version": "0.1.0"}

@@ -26,12 +26,10 @@ from typing import Any
 import orjson
 import structlog
 
+from gateway.errors import FailureReason
+from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, PROGRESS, TOOLS_LIST_CHANGED
 from gateway.upstream.base import (
-    CANCELLED,
-    INITIALIZED,
-    LIST_CHANGED,
     MAX_RESPONSE_BYTES,
-    PROGRESS,
     BackgroundTasks,
     Backoff,
     JsonObject,
@@ -92,7 +90,7 @@ class StdioUpstream:
         command: Sequence[str],
         env: Mapping[str, str],
         cwd: str | None = None,
-        protocol_version: str = "2025-11-25",
+        protocol_version: str = LATEST_VERSION,
         client_info: Mapping[str, Any],
         start_timeout: float = 30.0,
         restart_delays: tuple[float, float] = (0.5, 30.0),
@@ -145,7 +143,7 @@ class StdioUpstream:
         on_notification: NotificationHandler | None = None,
     ) -> JsonObject:
         if not self._ready or self._process is None:
-            raise UpstreamError("unavailable", f"{self.name}: backend process is not running", sent=False)
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running", sent=False)
         return await self._call(self._process, method, params, timeout, on_notification)
 
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
@@ -186,7 +184,7 @@ class StdioUpstream:
                 return await self._wait(pending, on_notification)
         except TimeoutError as exc:
             self._cancel_upstream(process, method, request_id)
-            raise UpstreamError("timeout", f"{self.name}: {method} timed out ({timeout}s)") from exc
+            raise UpstreamError(FailureReason.TIMEOUT, f"{self.name}: {method} timed out ({timeout}s)") from exc
         except asyncio.CancelledError:
             self._cancel_upstream(process, method, request_id)
             raise
@@ -218,7 +216,7 @@ class StdioUpstream:
             _log.exception("notification handler failed", backend=self.name)
 
     def _cancel_upstream(self, process: Process, method: str, request_id: int) -> None:
-        if method == "initialize":  # initialize must never be cancelled
+        if method == INITIALIZE:  # initialize must never be cancelled
             return
         params = {"requestId": request_id, "reason": "cancelled by the gateway"}
         message = notification_message(CANCELLED, params)
@@ -229,14 +227,14 @@ class StdioUpstream:
     async def _write(self, process: Process, message: JsonObject) -> None:
         """Write one line; the lock keeps lines whole and drains in order."""
         if process.stdin is None or process.returncode is not None:
-            raise UpstreamError("unavailable", f"{self.name}: backend process is not running")
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running")
         line = orjson.dumps(message) + b"\n"
         try:
             async with self._write_lock:
                 process.stdin.write(line)
                 await process.stdin.drain()
         except ConnectionError as exc:
-            raise UpstreamError("unavailable", f"{self.name}: backend stdin closed") from exc
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend stdin closed") from exc
 
     async def _write_quietly(self, process: Process, message: JsonObject) -> None:
         """Best effort, bounded: a child that stopped reading stdin must not hold us."""
@@ -275,7 +273,7 @@ class StdioUpstream:
         _log.warning("backend line too long, dropped", backend=self.name, id=request_id, limit=self._max_line)
         if pending is not None:
             reason = f"{self.name}: reply over {self._max_line} bytes"
-            pending.inbox.put_nowait(UpstreamError("bad_response", reason))
+            pending.inbox.put_nowait(UpstreamError(FailureReason.BAD_RESPONSE, reason))
 
     def _on_line(self, line: bytes) -> None:
         if not line.strip():
@@ -307,7 +305,7 @@ class StdioUpstream:
         pending = self._pending.get(request_id) if type(request_id) is int else None
         _log.warning("backend sent an invalid message", backend=self.name, id=repr(request_id)[:40])
         if pending is not None:
-            pending.inbox.put_nowait(UpstreamError("bad_response", f"{self.name}: not a JSON-RPC response"))
+            pending.inbox.put_nowait(UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: not a JSON-RPC response"))
 
     def _on_response(self, message: JsonObject) -> None:
         request_id = message["id"]
@@ -319,7 +317,7 @@ class StdioUpstream:
 
     def _on_notification(self, message: JsonObject) -> None:
         method = message["method"]
-        if method == LIST_CHANGED:
+        if method == TOOLS_LIST_CHANGED:
             self._list_changed.fire()
             return
         token = progress_token(message) if method == PROGRESS else None
@@ -415,7 +413,7 @@ class StdioUpstream:
     async def _handshake(self, process: Process) -> bool:
         params = initialize_params(self._requested_version, self._client_info)
         try:
-            reply = await self._call(process, "initialize", params, self._start_timeout, None)
+            reply = await self._call(process, INITIALIZE, params, self._start_timeout, None)
             self.protocol_version = negotiated_version(self.name, reply)
             await self._write(process, notification_message(INITIALIZED, None))
         except UpstreamError as exc:
@@ -426,7 +424,7 @@ class StdioUpstream:
     def _fail_pending(self) -> None:
         for pending in self._pending.values():
             message = f"{self.name}: backend process exited"
-            pending.inbox.put_nowait(UpstreamError("unavailable", message))
+            pending.inbox.put_nowait(UpstreamError(FailureReason.UNAVAILABLE, message))
 
 
 def leading_id(head: bytes) -> int | None:

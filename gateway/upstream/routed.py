@@ -1,19 +1,14 @@
-"""Routing: the policy layer between the gateway (dispatcher, refresher) and one backend.
+"""RoutedUpstream: a backend's upstream behind the routing policy (gateway.upstream.policy).
 
-`RoutedUpstream` wraps a backend's upstream and applies, per call:
+Per call, in this order:
 
-1. the circuit breaker: an open circuit fails at once with `circuit_open`;
+1. the circuit breaker: an open circuit fails at once with CIRCUIT_OPEN;
 2. the concurrency limit with a bounded queue: a call that finds the queue full fails at
-   once with `overloaded` (nothing ever waits in an unbounded queue);
+   once with OVERLOADED (nothing ever waits in an unbounded queue);
 3. the deadline: `timeout` seconds, extended by `timeout` on every progress notification
    of the call, never past the hard cap (`max_call_seconds`); when it passes, the call is
    cancelled, so the upstream tells the backend `notifications/cancelled`;
-4. retries, only where they are safe: a request that never reached the backend, or an
-   idempotent read (`tools/list`, `ping`) that failed with `unavailable`/`bad_response`.
-   A tools/call that may have reached the backend is never sent twice.
-
-The decisions are pure functions (`should_retry`, `retry_delay`, `breaker_outcome`,
-`extended_deadline`) so tests state them as input -> decision; the class only wires them.
+4. retries, only where `should_retry` allows them.
 """
 
 from __future__ import annotations
@@ -22,78 +17,21 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 
 import structlog
 
-from gateway.config import BackendConfig
-from gateway.upstream.base import PROGRESS, JsonObject, NotificationHandler, Upstream, UpstreamError
-from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, CircuitPolicy, Outcome, Ticket, Transition
+from gateway.errors import FailureReason
+from gateway.protocol.spec import PROGRESS
+from gateway.upstream.base import JsonObject, NotificationHandler, Upstream, UpstreamError
+from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, Outcome, Ticket, Transition
 from gateway.upstream.deadlines import Deadlines
+from gateway.upstream.policy import RoutePolicy, breaker_outcome, extended_deadline, retry_delay, should_retry
 from gateway.upstream.slots import Slots
 
 log = structlog.get_logger("gateway.routing")
 
-IDEMPOTENT_METHODS = frozenset({"initialize", "tools/list", "ping"})
-"""Reads a backend may see twice without harm."""
-BACKEND_FAILURES = frozenset({"timeout", "unavailable", "bad_response"})
-"""Reasons that count against the breaker; anything else says nothing about the backend."""
-RETRY_BASE_SECONDS = 0.05
-RETRY_MAX_SECONDS = 1.0
-"""Retry n waits uniform(0, min(MAX, BASE * 2**n)) ("full jitter"): callers never retry in step."""
-
 CircuitListener = Callable[[str, str], None]
 """Called with (backend, new state) on every circuit transition (e.g. Metrics.circuit_observed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RoutePolicy:
-    max_concurrency: int = 100
-    max_queue: int = 1000
-    max_call_seconds: float | None = None  # None: 10 x the call's timeout
-    retries: int = 2
-    circuit: CircuitPolicy = field(default_factory=CircuitPolicy)
-
-    def cap(self, timeout: float) -> float:
-        return max(timeout, self.max_call_seconds if self.max_call_seconds is not None else 10 * timeout)
-
-
-def policy_for(backend: BackendConfig) -> RoutePolicy:
-    return RoutePolicy(
-        max_concurrency=backend.max_concurrency,
-        max_queue=backend.max_queue,
-        max_call_seconds=backend.call_cap_seconds,
-        retries=backend.retries,
-        circuit=backend.circuit,
-    )
-
-
-# ---------------------------------------------------------------- pure decisions
-
-
-def should_retry(method: str, error: UpstreamError, attempt: int, retries: int) -> bool:
-    """Retry attempt `attempt` (0-based) of `method` after `error`?"""
-    if attempt >= retries:
-        return False
-    if not error.sent:
-        return True  # the backend never saw it: sending it now is the first time
-    return method in IDEMPOTENT_METHODS and error.reason in ("unavailable", "bad_response")
-
-
-def retry_delay(attempt: int, rand: Callable[[], float]) -> float:
-    return rand() * min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2**attempt)
-
-
-def breaker_outcome(error: UpstreamError | None) -> Outcome:
-    """A reply (result, tool error or the backend's own JSON-RPC error) is a success."""
-    if error is None:
-        return Outcome.SUCCESS
-    return Outcome.FAILURE if error.reason in BACKEND_FAILURES else Outcome.NEUTRAL
-
-
-def extended_deadline(now: float, started: float, timeout: float, cap: float) -> float:
-    """The deadline after a progress notification at `now`: `timeout` more, within the cap."""
-    return min(now + timeout, started + cap)
 
 
 # ---------------------------------------------------------------- the limiter
@@ -113,7 +51,8 @@ class Limiter:
     async def wait(self, backend: str) -> None:
         """Queue for a slot, unless the queue is full (`overloaded`); pair with `release()`."""
         if self._slots.waiting >= self._queue:
-            raise UpstreamError("overloaded", f"{backend}: {self._slots.waiting} calls already queued", sent=False)
+            queued = f"{backend}: {self._slots.waiting} calls already queued"
+            raise UpstreamError(FailureReason.OVERLOADED, queued, sent=False)
         await self._slots.take()
 
     def release(self) -> None:
@@ -191,7 +130,8 @@ class RoutedUpstream:
         ticket = self._breaker.admit(now)
         if ticket is Ticket.REFUSED:
             wait = self._breaker.retry_after(now)
-            raise UpstreamError("circuit_open", f"{self.name}: circuit open (probe in {wait:.1f}s)", sent=False)
+            refused = f"{self.name}: circuit open (probe in {wait:.1f}s)"
+            raise UpstreamError(FailureReason.CIRCUIT_OPEN, refused, sent=False)
         if ticket is Ticket.PROBE:
             log.info("circuit_half_open", backend=self.name)
             self._notify_change(Transition(OPEN, HALF_OPEN, "cooldown over"))
@@ -233,7 +173,8 @@ class RoutedUpstream:
                 finally:
                     self._limiter.release()
         except TimeoutError as exc:
-            error = UpstreamError("timeout", f"{self.name}: {method} timed out ({loop.time() - started:.1f}s)")
+            elapsed = loop.time() - started
+            error = UpstreamError(FailureReason.TIMEOUT, f"{self.name}: {method} timed out ({elapsed:.1f}s)")
             if not in_slot:
                 raise _Queued(error) from exc
             raise error from exc
