@@ -1,6 +1,6 @@
 """The Redis client for `store.redis_url`: standalone, TLS, unix socket, Sentinel or Cluster.
 
-The URL forms are documented in `gateway.store.urls`. One client per process owns the one
+The URL forms are documented in `gateway.config.redis_urls`. One client per process owns the one
 connection pool every store shares (forked workers each make their own, after the fork).
 redis-py parses replies with hiredis whenever the `hiredis` package is installed (our
 dependency is `redis[hiredis]`). Socket timeouts are short and a failed command is retried
@@ -19,7 +19,7 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.utils import HIREDIS_AVAILABLE
 
-from gateway.store.urls import (
+from gateway.config.redis_urls import (
     CLUSTER_SCHEMES,
     REDIS_PORT,
     SENTINEL_PORT,

@@ -10,7 +10,7 @@ import asyncio
 import sys
 from collections.abc import Iterator, Sequence
 
-from gateway.config import BackendConfig
+from gateway.config import Backend, HttpBackend
 from gateway.upstream.base import Upstream
 from gateway.upstream.http import HttpUpstream
 from gateway.upstream.policy import policy_for
@@ -20,9 +20,8 @@ from gateway.upstream.stdio import StdioUpstream
 CLIENT_INFO = {"name": "mcp-gateway", "version": "0.1.0"}
 
 
-def make_upstream(backend: BackendConfig) -> Upstream:
-    if backend.transport == "http":
-        assert backend.url is not None
+def make_upstream(backend: Backend) -> Upstream:
+    if isinstance(backend, HttpBackend):
         return HttpUpstream(
             backend.name,
             url=backend.url,
@@ -48,7 +47,7 @@ def stdio_command(command: Sequence[str]) -> list[str]:
 
 
 class UpstreamPool:
-    def __init__(self, backends: Sequence[BackendConfig], *, on_circuit_change: CircuitListener | None = None) -> None:
+    def __init__(self, backends: Sequence[Backend], *, on_circuit_change: CircuitListener | None = None) -> None:
         self._upstreams = {
             b.name: RoutedUpstream(make_upstream(b), policy_for(b), on_circuit_change=on_circuit_change)
             for b in backends

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from conftest import RawClient, StartGateway, http_backend_config, make_config, make_token
 
-from gateway.config import BackendConfig, TenantConfig
+from gateway.config import HttpBackend, TenantConfig
 from gateway.tenancy import Principal, upstream_headers
 
 pytestmark = pytest.mark.timeout(60)
@@ -231,8 +231,8 @@ async def test_upstream_sessions_are_per_tenant(world: World) -> None:
 
 def test_header_overrides_ignore_the_case_of_header_names() -> None:
     """A tenant's `authorization` replaces the backend's `Authorization`, never joins it."""
-    backend = BackendConfig("b", "http", "b", url="http://x/mcp", identity_headers=True,
-                            headers={"Authorization": "backend", "x-mcp-tenant": "configured"})
+    backend = HttpBackend(name="b", namespace="b", url="http://x/mcp", identity_headers=True,
+                          headers={"Authorization": "backend", "x-mcp-tenant": "configured"})
     tenant = TenantConfig("alpha", backend_headers={"b": {"authorization": "tenant"}})
     headers = upstream_headers(backend, tenant, Principal("alpha", "alice"))
     assert sorted((k.lower(), v) for k, v in headers.items()) == [
@@ -241,7 +241,7 @@ def test_header_overrides_ignore_the_case_of_header_names() -> None:
 
 def test_a_subject_with_line_breaks_cannot_write_headers_of_its_own() -> None:
     """A token's `sub` is the caller's to choose: its control characters reach backends percent-encoded."""
-    backend = BackendConfig("b", "http", "b", url="http://x/mcp", identity_headers=True)
+    backend = HttpBackend(name="b", namespace="b", url="http://x/mcp", identity_headers=True)
     headers = upstream_headers(backend, TenantConfig("alpha"), Principal("alpha", "alice\r\nAuthorization: x\0"))
     assert headers["X-MCP-Subject"] == "alice%0D%0AAuthorization: x%00"
     assert headers["X-MCP-Tenant"] == "alpha"

@@ -23,11 +23,11 @@ from gateway.catalogue.store import (
     encode_snapshot,
 )
 from gateway.config import ConfigError
+from gateway.config.redis_urls import StoreUrlError, check_store_url, parse_multi_host
 from gateway.ratelimit import MemoryRateLimiter
 from gateway.store.client import create_client, uses_hiredis
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable, redacted
-from gateway.store.urls import StoreUrlError, check_store_url, parse_multi_host
 from gateway.store.wiring import NOT_READY_AFTER_SECONDS, NOT_READY_REASON, SharedState
 from gateway.tenancy import Principal
 from gateway.transport.sessions import MemorySessionStore, RedisSessionStore

@@ -10,11 +10,11 @@ import pytest
 from gateway.config import (
     DEFAULT_CONFIG,
     ApiKeyConfig,
-    BackendConfig,
     Config,
     ConfigError,
     RateLimitConfig,
     ServerConfig,
+    StdioBackend,
     TenantConfig,
     load_config,
     parse_config,
@@ -44,8 +44,8 @@ def error_of(raw: Any, environ: dict[str, str] | None = None) -> str:
 def test_shipped_config_loads_with_an_empty_environment() -> None:
     config = load_config(SHIPPED, {})
     assert [b.name for b in config.backends] == ["clock", "calc", "notes"]
-    assert config.backends[0] == BackendConfig(
-        name="clock", transport="stdio", namespace="clock", command=("python", "-m", "backends.clock"),
+    assert config.backends[0] == StdioBackend(
+        name="clock", namespace="clock", command=("python", "-m", "backends.clock"),
         timeout_seconds=10.0,
     )
     assert config.auth.jwt.secret == "dev-only-insecure-secret-change-me-0123456789"

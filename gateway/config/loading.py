@@ -1,0 +1,37 @@
+"""Reading a config: the file, then the environment, then typed sections (see gateway.config)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gateway.config.environment import apply_overrides, expand
+from gateway.config.model import Config
+from gateway.config.reader import ConfigError, Section, mapping
+from gateway.config.sections import build_config
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "gateway.yaml"
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read, expand, override and validate a config file."""
+    env = os.environ if environ is None else environ
+    file = Path(path) if path else DEFAULT_CONFIG
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"{file}: not valid YAML ({detail})") from exc
+    return parse_config(raw if raw is not None else {}, env)
+
+
+def parse_config(raw: Any, environ: Mapping[str, str]) -> Config:
+    """A Config from an already decoded YAML document (the raw mapping is left unchanged)."""
+    data = apply_overrides(mapping(expand(raw, environ), ""), environ)
+    return build_config(Section(data, "", Config))

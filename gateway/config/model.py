@@ -1,0 +1,192 @@
+"""The configuration as frozen objects. Every default is written here, once: the parser
+(gateway.config.sections) takes a missing key's value from these fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    path: str = "/mcp"
+    max_body_bytes: int = 1_048_576
+    allowed_origins: tuple[str, ...] = ()
+    shutdown_grace_seconds: float = 20.0
+    public_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    redis_url: str | None = None
+    key_prefix: str = "mcpgw:"
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JwtConfig:
+    algorithms: tuple[str, ...] = ("HS256",)
+    secret: str | None = None
+    public_key_file: str | None = None
+    jwks_url: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    leeway_seconds: float = 30.0
+    tenant_claim: str = "tenant"
+    subject_claim: str = "sub"
+    scope_claim: str = "scope"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyConfig:
+    sha256: str
+    tenant: str
+    subject: str
+    scopes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceMetadataConfig:
+    authorization_servers: tuple[str, ...] = ()
+    scopes_supported: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    token_sources: tuple[str, ...] = ("header", "query", "params")
+    query_param: str = "token"
+    jwt: JwtConfig = field(default_factory=JwtConfig)
+    api_keys: tuple[ApiKeyConfig, ...] = ()
+    resource_metadata: ResourceMetadataConfig = field(default_factory=ResourceMetadataConfig)
+    # Tenant given to requests that carry no token; null (the default) means 401.
+    anonymous_tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueConfig:
+    separator: str = "__"
+    refresh_seconds: float = 60.0
+    max_stale_seconds: float = 600.0
+    validate_arguments: bool = True
+    page_size: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitConfig:
+    """Circuit breaker of one backend (see gateway.upstream.breaker); 0 turns a trigger off."""
+
+    failures: int = 5
+    failure_ratio: float = 0.5
+    min_calls: int = 20
+    window_seconds: float = 30.0
+    cooldown_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendConfig:
+    """What every backend has, whichever transport reaches it (see HttpBackend, StdioBackend)."""
+
+    transport: ClassVar[str]
+    name: str
+    namespace: str
+    timeout_seconds: float = 30.0
+    # Reliability limits (gateway.upstream.policy): calls in flight and waiting, reply size,
+    # hard cap on a call whose deadline progress keeps extending, retries of unsent requests.
+    max_concurrency: int = 100
+    max_queue: int = 1000
+    max_response_bytes: int = 16 * 1024 * 1024
+    max_call_seconds: float | None = None  # None: 10 x timeout_seconds
+    retries: int = 2
+    circuit: CircuitConfig = field(default_factory=CircuitConfig)
+
+    @property
+    def call_cap_seconds(self) -> float:
+        """The hard cap on one call, however much progress the backend reports."""
+        return self.max_call_seconds if self.max_call_seconds is not None else 10 * self.timeout_seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpBackend(BackendConfig):
+    """A backend reached over Streamable HTTP."""
+
+    transport: ClassVar[str] = "http"
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    max_connections: int = 100
+    identity_headers: bool = False  # send X-MCP-Tenant and X-MCP-Subject
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StdioBackend(BackendConfig):
+    """A backend run as a child process speaking MCP over stdin/stdout."""
+
+    transport: ClassVar[str] = "stdio"
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+Backend = HttpBackend | StdioBackend
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitConfig:
+    requests_per_second: float
+    burst: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TenantConfig:
+    name: str
+    backends: tuple[str, ...] = ("*",)
+    tools_allow: tuple[str, ...] = ("*",)
+    tools_deny: tuple[str, ...] = ()
+    rate_limit: RateLimitConfig | None = None
+    backend_headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    scope: str = "mcpgw:admin"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: str = "info"
+    format: str = "auto"  # auto | json | console
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    catalogue: CatalogueConfig = field(default_factory=CatalogueConfig)
+    backends: tuple[Backend, ...] = ()
+    tenants: Mapping[str, TenantConfig] = field(default_factory=dict)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def backend(self, name: str) -> Backend | None:
+        return next((b for b in self.backends if b.name == name), None)
+
+
+def default_of(model: type, name: str) -> Any:
+    """The default of field `name` of dataclass `model`; None for a field without one (a required key)."""
+    found = next((f for f in fields(model) if f.name == name), None)
+    if found is None:
+        raise KeyError(f"{model.__name__} has no field {name!r}")
+    if found.default is not MISSING:
+        return found.default
+    if found.default_factory is not MISSING:
+        return found.default_factory()
+    return None

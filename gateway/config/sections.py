@@ -1,0 +1,312 @@
+"""One builder per config section: read it, check its values, and check what refers across sections."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from gateway.config.model import (
+    AdminConfig,
+    ApiKeyConfig,
+    AuthConfig,
+    Backend,
+    BackendConfig,
+    CatalogueConfig,
+    CircuitConfig,
+    Config,
+    HttpBackend,
+    JwtConfig,
+    LoggingConfig,
+    MetricsConfig,
+    RateLimitConfig,
+    ResourceMetadataConfig,
+    ServerConfig,
+    StdioBackend,
+    StoreConfig,
+    TenantConfig,
+)
+from gateway.config.reader import ConfigError, Section, mapping
+from gateway.config.redis_urls import SCHEMES as STORE_SCHEMES
+from gateway.config.redis_urls import StoreUrlError, check_store_url
+
+T = TypeVar("T")
+P = TypeVar("P", int, int | None)
+
+BACKEND_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{0,32}$")
+SEPARATOR = re.compile(r"[A-Za-z0-9_.-]{1,4}")
+TOKEN_SOURCES = ("header", "query", "params")
+JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384",
+                  "PS512", "ES256", "ES384", "ES512", "EdDSA")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("auto", "json", "console")
+MAX_RETRIES = 5
+BACKEND_TYPES: dict[str, type[HttpBackend] | type[StdioBackend]] = {"http": HttpBackend, "stdio": StdioBackend}
+TRANSPORT_KEYS = {"http": ("url", "headers", "max_connections", "identity_headers"), "stdio": ("command", "env", "cwd")}
+"""Keys of one transport; a backend of the other accepts and ignores them, as before the types were split."""
+
+
+def read(section: Section, build: Callable[[Section], T]) -> T:
+    value = build(section)
+    section.done()
+    return value
+
+
+def build_config(root: Section) -> Config:
+    config = Config(
+        server=read(root.section("server", ServerConfig), _server),
+        store=read(root.section("store", StoreConfig), _store),
+        auth=read(root.section("auth", AuthConfig), _auth),
+        catalogue=read(root.section("catalogue", CatalogueConfig), _catalogue),
+        backends=_backends(root),
+        tenants=_tenants(root),
+        admin=read(root.section("admin", AdminConfig), lambda s: AdminConfig(scope=s.get("scope", str))),
+        metrics=read(root.section("metrics", MetricsConfig), _metrics),
+        logging=read(root.section("logging", LoggingConfig), _logging),
+    )
+    root.done()
+    _check_references(config)
+    return config
+
+
+def _server(s: Section) -> ServerConfig:
+    path = s.get("path", str)
+    if not path.startswith("/"):
+        raise ConfigError(f"{s.where('path')}: must start with /")
+    return ServerConfig(
+        host=s.get("host", str),
+        port=_checked_port(s, s.integer("port")),
+        path=path,
+        max_body_bytes=s.integer("max_body_bytes", minimum=1024),
+        allowed_origins=s.strings("allowed_origins"),
+        shutdown_grace_seconds=s.number("shutdown_grace_seconds"),
+        public_url=s.get("public_url", str),
+    )
+
+
+def _metrics(s: Section) -> MetricsConfig:
+    return MetricsConfig(port=_checked_port(s, s.optional_integer("port", minimum=1)))
+
+
+def _checked_port(s: Section, port: P) -> P:
+    if port is not None and port > 65535:
+        raise ConfigError(f"{s.where('port')}: must be a port number (0-65535)")
+    return port
+
+
+def _store(s: Section) -> StoreConfig:
+    url = s.get("redis_url", str)
+    if url and not url.startswith(STORE_SCHEMES):  # Sentinel and Cluster forms too: gateway.config.redis_urls
+        raise ConfigError(f"{s.where('redis_url')}: must be a redis://, rediss:// or unix:// URL")
+    try:
+        check_store_url(url or "redis://")
+    except StoreUrlError as exc:
+        raise ConfigError(f"{s.where('redis_url')}: {exc}") from exc
+    return StoreConfig(redis_url=url or None, key_prefix=s.get("key_prefix", str), required=s.get("required", bool))
+
+
+def _auth(s: Section) -> AuthConfig:
+    sources = s.strings("token_sources")
+    for i, source in enumerate(sources):
+        if source not in TOKEN_SOURCES:
+            raise ConfigError(f"{s.where('token_sources')}[{i}]: must be one of {', '.join(TOKEN_SOURCES)}")
+    return AuthConfig(
+        token_sources=sources,
+        query_param=s.get("query_param", str),
+        jwt=read(s.section("jwt", JwtConfig), _jwt),
+        api_keys=tuple(read(item, _api_key) for item in s.items("api_keys", ApiKeyConfig)),
+        resource_metadata=read(s.section("resource_metadata", ResourceMetadataConfig), _resource_metadata),
+        anonymous_tenant=s.get("anonymous_tenant", str),
+    )
+
+
+def _jwt(s: Section) -> JwtConfig:
+    algorithms = _algorithms(s)
+    jwt = JwtConfig(
+        algorithms=algorithms,
+        secret=s.get("secret", str) or None,
+        public_key_file=s.get("public_key_file", str),
+        jwks_url=s.get("jwks_url", str),
+        issuer=s.get("issuer", str),
+        audience=s.get("audience", str),
+        leeway_seconds=s.number("leeway_seconds"),
+        tenant_claim=s.get("tenant_claim", str),
+        subject_claim=s.get("subject_claim", str),
+        scope_claim=s.get("scope_claim", str),
+    )
+    if any(not a.startswith("HS") for a in algorithms) and not (jwt.public_key_file or jwt.jwks_url):
+        raise ConfigError(f"{s.where('public_key_file')}: required (or jwks_url) for {algorithms[0]}")
+    if jwt.secret is not None and len(jwt.secret.encode()) < 32:
+        raise ConfigError(f"{s.where('secret')}: must be at least 32 bytes")
+    return jwt
+
+
+def _algorithms(s: Section) -> tuple[str, ...]:
+    algorithms = s.strings("algorithms")
+    for i, alg in enumerate(algorithms):
+        if alg not in JWT_ALGORITHMS:
+            raise ConfigError(f"{s.where('algorithms')}[{i}]: unsupported algorithm {alg!r}")
+    hmac = any(a.startswith("HS") for a in algorithms)
+    if hmac and any(not a.startswith("HS") for a in algorithms):
+        # Mixing lets a public key double as an HMAC secret (algorithm confusion).
+        raise ConfigError(f"{s.where('algorithms')}: do not mix HS* with asymmetric algorithms")
+    return algorithms
+
+
+def _api_key(s: Section) -> ApiKeyConfig:
+    digest = s.required("sha256", str).lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise ConfigError(f"{s.where('sha256')}: must be 64 hex digits")
+    return ApiKeyConfig(sha256=digest, tenant=s.required("tenant", str), subject=s.required("subject", str),
+                        scopes=s.strings("scopes"))
+
+
+def _resource_metadata(s: Section) -> ResourceMetadataConfig:
+    return ResourceMetadataConfig(authorization_servers=s.strings("authorization_servers"),
+                                  scopes_supported=s.strings("scopes_supported"))
+
+
+def _catalogue(s: Section) -> CatalogueConfig:
+    separator = s.get("separator", str)
+    if not SEPARATOR.fullmatch(separator):
+        raise ConfigError(f"{s.where('separator')}: must be 1-4 of A-Z a-z 0-9 _ . -")
+    return CatalogueConfig(
+        separator=separator,
+        refresh_seconds=s.number("refresh_seconds", minimum=0.05),
+        max_stale_seconds=s.number("max_stale_seconds"),
+        validate_arguments=s.get("validate_arguments", bool),
+        page_size=s.integer("page_size", minimum=1),
+    )
+
+
+def _backends(root: Section) -> tuple[Backend, ...]:
+    backends = tuple(read(item, _backend) for item in root.items("backends", BackendConfig))
+    seen: set[str] = set()
+    for i, backend in enumerate(backends):
+        if backend.name in seen:
+            raise ConfigError(f"backends[{i}].name: duplicate backend {backend.name!r}")
+        seen.add(backend.name)
+    return backends
+
+
+def _backend(s: Section) -> Backend:
+    name = s.required("name", str)
+    if not BACKEND_NAME.fullmatch(name):
+        raise ConfigError(f"{s.where('name')}: must match {BACKEND_NAME.pattern}")
+    transport = s.required("transport", str)
+    if transport not in BACKEND_TYPES:
+        raise ConfigError(f"{s.where('transport')}: must be http or stdio")
+    s.model = BACKEND_TYPES[transport]
+    namespace = s.get("namespace", str)
+    namespace = name if namespace is None else namespace
+    if not NAMESPACE.fullmatch(namespace):
+        raise ConfigError(f"{s.where('namespace')}: must match {NAMESPACE.pattern}")
+    for other, keys in TRANSPORT_KEYS.items():
+        if other != transport:
+            s.ignore(*keys)
+    common = {"name": name, "namespace": namespace, **_backend_limits(s)}
+    return _http_backend(s, common) if transport == "http" else _stdio_backend(s, common)
+
+
+def _http_backend(s: Section, common: dict[str, Any]) -> HttpBackend:
+    url = s.get("url", str)
+    if not (url or "").startswith(("http://", "https://")):
+        raise ConfigError(f"{s.where('url')}: required, an http:// or https:// URL")
+    return HttpBackend(url=url, headers=s.header_map("headers"), identity_headers=s.get("identity_headers", bool),
+                       max_connections=s.integer("max_connections", minimum=1), **common)
+
+
+def _stdio_backend(s: Section, common: dict[str, Any]) -> StdioBackend:
+    command = s.strings("command")
+    if not command:
+        raise ConfigError(f"{s.where('command')}: required for transport stdio")
+    return StdioBackend(command=command, env=s.string_map("env"), cwd=s.get("cwd", str), **common)
+
+
+def _backend_limits(s: Section) -> dict[str, Any]:
+    timeout = s.number("timeout_seconds", minimum=0.001)
+    cap = s.get("max_call_seconds", float)
+    if cap is not None and cap < timeout:
+        raise ConfigError(f"{s.where('max_call_seconds')}: must be a number >= timeout_seconds ({timeout:g})")
+    return {
+        "timeout_seconds": timeout,
+        "max_concurrency": s.integer("max_concurrency", minimum=1),
+        "max_queue": s.integer("max_queue", minimum=0),
+        "max_response_bytes": s.integer("max_response_bytes", minimum=1024),
+        "max_call_seconds": cap,
+        "retries": min(s.integer("retries", minimum=0), MAX_RETRIES),
+        "circuit": read(s.section("circuit", CircuitConfig), _circuit),
+    }
+
+
+def _circuit(s: Section) -> CircuitConfig:
+    ratio = s.number("failure_ratio")
+    if ratio > 1:
+        raise ConfigError(f"{s.where('failure_ratio')}: must be a number between 0 and 1")
+    return CircuitConfig(
+        failures=s.integer("failures", minimum=0),
+        failure_ratio=ratio,
+        min_calls=s.integer("min_calls", minimum=1),
+        window_seconds=s.number("window_seconds", minimum=0.01),
+        cooldown_seconds=s.number("cooldown_seconds", minimum=0.01),
+    )
+
+
+def _tenants(root: Section) -> dict[str, TenantConfig]:
+    root.seen.add("tenants")
+    raw = mapping(root.data.get("tenants"), "tenants")
+    return {str(name): read(Section(body, f"tenants.{name}", TenantConfig), _tenant(str(name)))
+            for name, body in raw.items()}
+
+
+def _tenant(name: str) -> Callable[[Section], TenantConfig]:
+    def build(s: Section) -> TenantConfig:
+        tools = s.section("tools", TenantConfig)
+        allow, deny = tools.strings("allow", field="tools_allow"), tools.strings("deny", field="tools_deny")
+        tools.done()
+        return TenantConfig(name=name, backends=s.strings("backends"), tools_allow=allow, tools_deny=deny,
+                            rate_limit=_rate_limit(s.section("rate_limit", RateLimitConfig)),
+                            backend_headers=_backend_headers(s))
+
+    return build
+
+
+def _backend_headers(s: Section) -> dict[str, dict[str, str]]:
+    s.seen.add("backend_headers")
+    headers = mapping(s.data.get("backend_headers"), s.where("backend_headers"))
+    return {str(b): Section({str(b): h}, s.where("backend_headers")).header_map(str(b)) for b, h in headers.items()}
+
+
+def _rate_limit(s: Section) -> RateLimitConfig | None:
+    if not s.data:
+        return None
+    return read(s, lambda limit: RateLimitConfig(requests_per_second=limit.number("requests_per_second", minimum=0.001),
+                                                 burst=limit.integer("burst", minimum=1)))
+
+
+def _logging(s: Section) -> LoggingConfig:
+    level = s.get("level", str).lower()
+    fmt = s.get("format", str)
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"{s.where('level')}: must be debug, info, warning or error")
+    if fmt not in LOG_FORMATS:
+        raise ConfigError(f"{s.where('format')}: must be auto, json or console")
+    return LoggingConfig(level=level, format=fmt)
+
+
+def _check_references(config: Config) -> None:
+    names = {b.name for b in config.backends}
+    for tenant in config.tenants.values():
+        for i, backend in enumerate(tenant.backends):
+            if backend != "*" and backend not in names:
+                raise ConfigError(f"tenants.{tenant.name}.backends[{i}]: unknown backend {backend!r}")
+        for backend in tenant.backend_headers:
+            if backend not in names:
+                raise ConfigError(f"tenants.{tenant.name}.backend_headers.{backend}: unknown backend")
+    for i, key in enumerate(config.auth.api_keys):
+        if key.tenant not in config.tenants:
+            raise ConfigError(f"auth.api_keys[{i}].tenant: unknown tenant {key.tenant!r}")
+    anonymous = config.auth.anonymous_tenant
+    if anonymous is not None and anonymous not in config.tenants:
+        raise ConfigError(f"auth.anonymous_tenant: unknown tenant {anonymous!r}")
