@@ -7,13 +7,15 @@ from typing import Any
 from aiohttp import web
 
 from gateway import keys
+from gateway.transport.credentials import HttpCredentials
+from gateway.transport.requestlog import PRINCIPAL
 
 
 async def _require_admin(request: web.Request) -> None:
     authenticator = request.app[keys.AUTHENTICATOR]
-    principal = await authenticator.authenticate(request, None)
-    request[keys.PRINCIPAL] = principal
-    authenticator.require_scope(principal, request.app[keys.CONFIG].admin.scope, request)
+    credentials = HttpCredentials(request, request.app[keys.CONFIG])
+    principal = request[PRINCIPAL] = await authenticator.authenticate(credentials, None)
+    authenticator.require_scope(principal, request.app[keys.CONFIG].admin.scope, credentials)
 
 
 async def backends(request: web.Request) -> web.Response:

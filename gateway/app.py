@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -10,18 +10,17 @@ from prometheus_client import CollectorRegistry
 from gateway import keys
 from gateway.admin import setup_admin_routes
 from gateway.auth.metadata import setup_metadata_routes
-from gateway.catalogue.merge import Catalogue
-from gateway.catalogue.refresher import CatalogueListener
 from gateway.components import build_components
 from gateway.config import Config
-from gateway.health import add_readiness_check, setup_health_routes
-from gateway.logs import EventLog, setup_request_log
+from gateway.health import Readiness, setup_health_routes
+from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
 from gateway.store.wiring import open_shared_state
 from gateway.transport.errors import setup_error_replies
-from gateway.transport.http import setup_mcp_routes
-from gateway.transport.inflight import InFlight
+from gateway.transport.exchange import Exchange
+from gateway.transport.http import McpEndpoint
+from gateway.transport.requestlog import setup_request_log
 from gateway.transport.security import setup_origin_check
 from gateway.transport.streams import StreamHub
 
@@ -37,51 +36,48 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     app[keys.CONFIG] = config
     # Middleware order, outermost first: the request log sees every reply (even refusals);
     # error replies turn GatewayErrors into HTTP; the origin check refuses before any work.
-    metrics = Metrics.for_config(config, registry or CollectorRegistry())
-    setup_request_log(app, metrics, events)
+    metrics = app[keys.METRICS] = Metrics.for_config(config, registry or CollectorRegistry())
+    readiness = app[keys.READINESS] = Readiness(on_verdict=metrics.ready_observed)
+    setup_request_log(app, config, metrics, events)
     setup_error_replies(app)
     setup_origin_check(app, config.server, config.server.path)
-    setup_mcp_routes(app, config.server.path)
-    setup_health_routes(app)
-    setup_metadata_routes(app, config.server.path)
+    endpoint = app[keys.ENDPOINT] = McpEndpoint(config)
+    endpoint.add_routes(app)
+    setup_health_routes(app, readiness)
+    setup_metadata_routes(app, config)
     setup_admin_routes(app)
-    setup_metrics(app, metrics)
-    app.cleanup_ctx.append(_gateway_state)
+    setup_metrics(app, metrics, host=config.server.host, port=config.metrics.port)
+    app.cleanup_ctx.append(_gateway_state(endpoint))
     return app
 
 
-async def _gateway_state(app: web.Application) -> AsyncIterator[None]:
-    config = app[keys.CONFIG]
-    # Memory stores, or Redis ones shared by every replica (config.store); closed after the core.
-    async with open_shared_state(config, metrics=app[keys.METRICS]) as shared:
-        core = build_components(config, list_changed=True, store=shared.snapshots,
-                                metrics=app[keys.METRICS])  # the same core serves stdio
-        # A resume this process cannot replay exactly gets a list_changed: the client lists again.
-        streams = StreamHub(catch_up={"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
-        app[keys.POOL] = core.pool
-        app[keys.CATALOGUE] = core.catalogue
-        app[keys.STREAMS] = streams
-        app[keys.INFLIGHT] = InFlight()
-        app[keys.SESSIONS] = shared.sessions
-        app[keys.AUTHENTICATOR] = core.authenticator
-        app[keys.RATE_LIMITER] = shared.rate_limiter
-        app[keys.DISPATCHER] = core.dispatcher
-        shared.bind(streams)
-        add_readiness_check(app, "store", shared.readiness)
-        core.catalogue.subscribe(_notify_list_changed(app))
-        await core.start()
-        yield
-        streams.close_all()
-        await core.close()
+def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The app's parts, built at start-up and bound to the endpoint; torn down in reverse."""
 
-
-def _notify_list_changed(app: web.Application) -> CatalogueListener:
-    """Tell connected clients whose tenant view changed to list their tools again."""
-
-    async def listener(old: Catalogue, new: Catalogue) -> None:
+    async def gateway_state(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
-        changed = app[keys.CATALOGUE].views.tenants_changed(old, new, list(config.tenants.values()))
-        if changed:
-            app[keys.STREAMS].publish(set(changed), {"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
+        # Memory stores, or Redis ones shared by every replica (config.store); closed after the core.
+        async with open_shared_state(config, metrics=app[keys.METRICS]) as shared:
+            core = build_components(config, list_changed=True, store=shared.snapshots,
+                                    metrics=app[keys.METRICS])  # the same core serves stdio
+            exchange = Exchange(dispatcher=core.dispatcher, authenticator=core.authenticator,
+                                tenants=config.tenants, rate_limiter=shared.rate_limiter)
+            # A resume this process cannot replay exactly gets a list_changed: the client lists again.
+            streams = StreamHub(catch_up={"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
+            endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams)
+            app[keys.POOL] = core.pool
+            app[keys.CATALOGUE] = core.catalogue
+            app[keys.STREAMS] = streams
+            app[keys.SESSIONS] = shared.sessions
+            app[keys.AUTHENTICATOR] = core.authenticator
+            app[keys.EXCHANGE] = exchange
+            shared.bind(streams)
+            app[keys.READINESS].gate("catalogue not built yet", core.catalogue.ready)
+            app[keys.READINESS].add_check("store", shared.readiness)
+            core.catalogue.subscribe(exchange.list_changed_listener(streams.publish))
+            await core.start()
+            yield
+            streams.close_all()
+            await core.close()
 
-    return listener
+    return gateway_state

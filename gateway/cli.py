@@ -11,7 +11,7 @@ from typing import Any
 
 import jwt
 
-from gateway.config import Config, ConfigError, load_config
+from gateway.config import Config, ConfigError, HttpBackend, load_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,7 +64,7 @@ def _check_config(config: Config, args: argparse.Namespace) -> int:
     print(f"ok: {config.server.host}:{config.server.port}{config.server.path}")
     print(f"store: {'redis' if config.store.redis_url else 'memory'}")
     for backend in config.backends:
-        target = backend.url if backend.transport == "http" else " ".join(backend.command)
+        target = backend.url if isinstance(backend, HttpBackend) else " ".join(backend.command)
         print(f"backend {backend.name} ({backend.transport}, namespace {backend.namespace!r}): {target}")
     for tenant in config.tenants.values():
         print(f"tenant {tenant.name}: backends {', '.join(tenant.backends)}")
@@ -133,6 +133,6 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
 
 
 def _stdio(config: Config, args: argparse.Namespace) -> int:
-    from gateway.transport.stdio import serve_stdio
+    from gateway.stdio_server import serve_stdio
 
     return serve_stdio(config)

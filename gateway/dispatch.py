@@ -127,7 +127,7 @@ class Dispatcher:
                 spec.TOOLS_CALL, params, timeout=backend.timeout_seconds,
                 session_key=ctx.principal.tenant,
                 headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
-                on_notification=ctx.notify,
+                on_notification=ctx.channel.notify if ctx.channel is not None else None,
             )
         except orjson.JSONEncodeError as exc:
             # orjson reads 1024 levels of nesting but writes only 254; the upstream's own encode is

@@ -1,52 +1,32 @@
-"""structlog setup, the canonical one-line-per-request log, request ids and trace context.
+"""structlog setup, the fast event-line writer, request ids and W3C trace context.
 
-One middleware sees every HTTP request: it assigns the request id and the W3C trace context,
-and when the reply is done writes the canonical log line and the request metrics, so both
-agree on outcome and duration. Start and stop lines bracket the app's life.
+The canonical per-request line itself is written by `transport.requestlog`, for both transports.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import os
 import random
 import re
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import structlog
-from aiohttp import web
-from aiohttp.typedefs import Handler
 
-from gateway import keys
 from gateway.config import LoggingConfig
-from gateway.protocol import spec
 
-if TYPE_CHECKING:
-    from gateway.metrics import Metrics
-    from gateway.tenancy import Principal, RequestContext
-
-REQUEST_ID_HEADER = "X-Request-Id"
 TRACEPARENT_HEADER = "traceparent"
-_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 _ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
 NEW_TRACE_FLAGS = "01"
 """Flags of a trace the gateway starts: sampled, so parent-based samplers in backends record it."""
-QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-"""Probes and scrapes arrive every few seconds; their lines go out at debug level."""
 
-HTTP_OUTCOMES = {401: "unauthorized", 403: "forbidden", 429: "rate_limited"}
-"""Outcome of a request refused at the HTTP layer, by status (other 4xx: bad_request)."""
 
 log = structlog.get_logger("gateway.request")
-lifecycle_log = structlog.get_logger("gateway")
 
 
 def configure_logging(config: LoggingConfig, *, stream: object = None) -> EventLog:
@@ -217,12 +197,6 @@ class RequestIds:
         return f"{self._prefix}{next(self._counter):016x}"
 
 
-def request_id_of(request: web.Request, fresh: Callable[[], str]) -> str:
-    """The client's X-Request-Id when it is a sane token, else a fresh one."""
-    given = request.headers.get(REQUEST_ID_HEADER)
-    return given if given and _SAFE_REQUEST_ID.fullmatch(given) else fresh()
-
-
 def traceparent_for(given: str | None) -> str:
     """The traceparent backends get: the client's trace with a new span id of ours, or a new trace.
 
@@ -248,128 +222,3 @@ def _usable(parsed: re.Match[str]) -> bool:
     if version == "ff" or (version == "00" and rest):  # ff is invalid; 00 has exactly four fields
         return False
     return trace_id != _ZERO_TRACE and span_id != _ZERO_SPAN
-
-
-def outcome_of(ctx: object | None, status: int) -> str:
-    """One word for how a request ended, shared by the log line and `mcpgw_requests_total`."""
-    if status >= 500:
-        return "error"
-    if status >= 400:
-        return HTTP_OUTCOMES.get(status, "bad_request")
-    return getattr(ctx, "outcome", "ok")
-
-
-@dataclass(slots=True)
-class _Totals:
-    """What the stop line reports: requests on the MCP endpoint, how many failed, uptime."""
-
-    requests: int = 0
-    errors: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-
-def setup_request_log(app: web.Application, metrics: Metrics, events: EventLog | None = None) -> None:
-    """The request-log middleware; its lines go out through `events` (configure_logging's)."""
-    totals = _Totals()
-    app.middlewares.append(_request_log(app[keys.CONFIG].server.path, metrics, totals, events or EventLog()))
-    app.on_startup.append(_log_started(totals))  # runs after every cleanup_ctx startup: the state is built
-    app.on_cleanup.append(_log_stopped(totals))  # runs after every cleanup_ctx teardown
-
-
-def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals,
-                 events: EventLog) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-    fresh_id = RequestIds()
-
-    @web.middleware
-    async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
-        request_id = request[keys.REQUEST_ID] = request_id_of(request, fresh_id)
-        request[keys.TRACEPARENT] = traceparent_for(request.headers.get(TRACEPARENT_HEADER))
-        # JSON-RPC traffic is POSTs; GET streams live for hours and DELETEs end sessions.
-        path = request.path
-        rpc = request.method == "POST" and path == mcp_path
-        if rpc:
-            metrics.inflight_add(1)
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await handler(request)
-            status = response.status
-            if not response.prepared:  # a stream has it already (stream_headers)
-                response.headers[REQUEST_ID_HEADER] = request_id
-            return response
-        except web.HTTPException as exc:
-            status = exc.status
-            exc.headers[REQUEST_ID_HEADER] = request_id
-            raise
-        finally:
-            seconds = time.perf_counter() - started
-            if rpc:
-                metrics.inflight_add(-1)
-            ctx, principal = request.get(keys.CONTEXT), request.get(keys.PRINCIPAL)
-            outcome = outcome_of(ctx, status)
-            if path == mcp_path:
-                _count(request, ctx, principal, metrics, totals, rpc, outcome, status, seconds)
-            _log_line(events, request, ctx, principal, outcome, status, seconds)
-
-    return request_log
-
-
-def stream_headers(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
-    """Headers of a reply the handler prepares itself (SSE): X-Request-Id must be in them already."""
-    request_id = request.get(keys.REQUEST_ID)
-    return {**headers, REQUEST_ID_HEADER: request_id} if request_id is not None else headers
-
-
-def _count(request: web.Request, ctx: RequestContext | None, principal: Principal | None, metrics: Metrics,
-           totals: _Totals, rpc: bool, outcome: str, status: int, seconds: float) -> None:
-    """Totals for the stop line, and the request metrics of the MCP endpoint."""
-    totals.requests += 1
-    totals.errors += outcome != "ok"
-    tenant = principal.tenant if principal else None
-    if status == 429:
-        metrics.rate_limit_hit(tenant)
-    if rpc:
-        metrics.request_done(method=ctx.method if ctx else None, tenant=tenant, outcome=outcome, seconds=seconds,
-                             request_id=request[keys.REQUEST_ID], traceparent=request[keys.TRACEPARENT])
-    if request.method == "DELETE" or (ctx is not None and ctx.method == spec.INITIALIZE):
-        sessions = request.app.get(keys.SESSIONS)
-        if sessions is not None:  # the count changes here; other changes show up at scrape time
-            metrics.sessions_observed(sessions.count())
-
-
-def _log_line(events: EventLog, request: web.Request, ctx: RequestContext | None, principal: Principal | None,
-              outcome: str, status: int, seconds: float) -> None:
-    path = request.path  # never the query string: it may carry a token
-    events.write(logging.DEBUG if path in QUIET_PATHS else logging.INFO, {
-        "event": "request",
-        "request_id": request[keys.REQUEST_ID],
-        "trace_id": request[keys.TRACEPARENT][3:35],
-        "http_method": request.method,
-        "path": path,
-        "tenant": principal.tenant if principal else None,
-        "subject": principal.subject if principal else None,
-        "method": ctx.method if ctx else None,
-        "tool": ctx.tool if ctx else None,
-        "backend": ctx.backend if ctx else None,
-        "status": status,
-        "outcome": outcome,
-        "duration_ms": round(seconds * 1000, 3),
-    })
-
-
-def _log_started(totals: _Totals) -> Callable[[web.Application], Awaitable[None]]:
-    async def log_started(app: web.Application) -> None:
-        totals.started = time.monotonic()
-        config = app[keys.CONFIG]
-        lifecycle_log.info("gateway_started", path=config.server.path, backends=len(config.backends),
-                           tenants=len(config.tenants), metrics_port=config.metrics.port, pid=os.getpid())
-
-    return log_started
-
-
-def _log_stopped(totals: _Totals) -> Callable[[web.Application], Awaitable[None]]:
-    async def log_stopped(app: web.Application) -> None:
-        lifecycle_log.info("gateway_shutdown", requests=totals.requests, errors=totals.errors,
-                           uptime_seconds=round(time.monotonic() - totals.started, 3), pid=os.getpid())
-
-    return log_stopped

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from gateway.config import BackendConfig, TenantConfig
+from gateway.config import BackendConfig, HttpBackend, TenantConfig
 from gateway.errors import Forbidden
 
-Notify = Callable[[dict[str, Any]], Awaitable[None]]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """Characters percent-encoded in identity header values."""
+
+
+class Channel(Protocol):
+    """The way back to the client of a request (`transport.channel.ClientChannel`)."""
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """Send the client a notification."""
+
+    async def ask(self, method: str, params: dict[str, Any] | None, *, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
+        """Send the client a request and return its response message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +44,7 @@ class RequestContext:
     protocol_version: str
     session_id: str | None = None
     method: str | None = None
-    notify: Notify | None = None  # sends a notification to this request's client stream
+    channel: Channel | None = None  # this request's way back to its client
     # filled in by the dispatcher for the canonical log line and metrics
     tool: str | None = None
     backend: str | None = None
@@ -60,7 +69,7 @@ def upstream_headers(backend: BackendConfig, tenant: TenantConfig, principal: Pr
     The client's own token is never among them.
     """
     headers = dict(tenant.backend_headers.get(backend.name, {}))
-    if backend.identity_headers:
+    if isinstance(backend, HttpBackend) and backend.identity_headers:  # stdio backends get no headers
         identity = {"X-MCP-Tenant": principal.tenant, "X-MCP-Subject": principal.subject}
         _override(headers, {name: _header_safe(value) for name, value in identity.items()})
     return headers

@@ -13,12 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from gateway.auth.api_keys import ApiKeyIndex
 from gateway.auth.jwks import JwksCache
-from gateway.auth.metadata import resource_metadata_url
-from gateway.auth.tokens import extract_token
+from gateway.auth.tokens import Credentials, extract_token
 from gateway.auth.verifier import InvalidToken, JwtVerifier, claim, scopes_of
 from gateway.config import Config
 from gateway.errors import Forbidden, Unauthorized
@@ -48,17 +46,17 @@ class Authenticator:
         if self.jwt.jwks is not None:
             await self.jwt.jwks.close()
 
-    async def authenticate(self, request: web.Request, data: Any) -> Principal:
-        token = extract_token(request, data, self.auth)
+    async def authenticate(self, credentials: Credentials, data: Any) -> Principal:
+        token = extract_token(credentials, data, self.auth)
         if token is None:
             if self.auth.anonymous_tenant is not None:
                 return Principal(self.auth.anonymous_tenant, "anonymous")
             self.on_failure("missing")
             raise Unauthorized("Unauthorized: a bearer token is required",
-                               headers=self.challenge(request))
-        return await self.principal_for(token, request)
+                               headers=self.challenge(credentials))
+        return await self.principal_for(token, credentials)
 
-    async def principal_for(self, token: str, request: web.Request | None = None) -> Principal:
+    async def principal_for(self, token: str, credentials: Credentials | None = None) -> Principal:
         key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         cached = self._cache.get(key)
         if cached is not None and (cached.expires_at is None or cached.expires_at > self.clock()):
@@ -70,17 +68,17 @@ class Authenticator:
             self.on_failure(exc.reason)
             log.info("auth_failed", reason=exc.reason)
             raise Unauthorized("Unauthorized: invalid token",
-                               headers=self.challenge(request, error="invalid_token")) from None
+                               headers=self.challenge(credentials, error="invalid_token")) from None
         self._remember(key, principal)
         return principal
 
-    def require_scope(self, principal: Principal, scope: str, request: web.Request) -> None:
+    def require_scope(self, principal: Principal, scope: str, credentials: Credentials) -> None:
         if scope not in principal.scopes:
             self.on_failure("scope")
             raise Forbidden("Forbidden: insufficient scope",
-                            headers=self.challenge(request, error="insufficient_scope", scope=scope))
+                            headers=self.challenge(credentials, error="insufficient_scope", scope=scope))
 
-    def challenge(self, request: web.Request | None, *, error: str | None = None,
+    def challenge(self, credentials: Credentials | None, *, error: str | None = None,
                   scope: str | None = None) -> dict[str, str]:
         """The WWW-Authenticate header pointing clients at the RFC 9728 metadata."""
         parts = []
@@ -88,10 +86,10 @@ class Authenticator:
             parts.append(f'error="{error}"')
         if scope:
             parts.append(f'scope="{scope}"')
-        if request is not None:
+        url = credentials.metadata_url() if credentials is not None else None
+        if url is not None:
             # the Host header is client input: keep it from breaking out of the quoted string
-            url = resource_metadata_url(self.config, request).replace('"', "").replace("\\", "")
-            parts.append(f'resource_metadata="{url}"')
+            parts.append('resource_metadata="{}"'.format(url.replace('"', "").replace("\\", "")))
         return {"WWW-Authenticate": "Bearer " + ", ".join(parts)}
 
     async def _verify(self, token: str) -> Principal:

@@ -7,11 +7,11 @@ from `server.public_url` (behind a proxy) or else from the request. Only the ori
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from gateway import keys
 from gateway.config import Config
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -33,8 +33,14 @@ def resource_metadata_url(config: Config, request: web.Request) -> str:
     return f"{public_origin(config, request)}{WELL_KNOWN}{config.server.path}"
 
 
-async def protected_resource_metadata(request: web.Request) -> web.Response:
-    config = request.app[keys.CONFIG]
+def metadata_handler(config: Config) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def protected_resource_metadata(request: web.Request) -> web.Response:
+        return _metadata_reply(config, request)
+
+    return protected_resource_metadata
+
+
+def _metadata_reply(config: Config, request: web.Request) -> web.Response:
     # RFC 9728 §3.3: `resource` must be the identifier this well-known URL was built from.
     resource = public_origin(config, request) + request.path[len(WELL_KNOWN):]
     meta = config.auth.resource_metadata
@@ -47,6 +53,7 @@ async def protected_resource_metadata(request: web.Request) -> web.Response:
     return web.json_response(body, headers={"Cache-Control": "public, max-age=300"})
 
 
-def setup_metadata_routes(app: web.Application, mcp_path: str) -> None:
-    app.router.add_get(WELL_KNOWN, protected_resource_metadata)
-    app.router.add_get(WELL_KNOWN + mcp_path, protected_resource_metadata)
+def setup_metadata_routes(app: web.Application, config: Config) -> None:
+    handler = metadata_handler(config)
+    app.router.add_get(WELL_KNOWN, handler)
+    app.router.add_get(WELL_KNOWN + config.server.path, handler)

@@ -2,25 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from aiohttp import web
+from typing import Any, Protocol
 
 from gateway.config import AuthConfig
 
 
-def extract_token(request: web.Request, data: Any, config: AuthConfig) -> str | None:
+class Credentials(Protocol):
+    """What a transport knows of the caller, before the JSON-RPC body is read.
+
+    HTTP reads the Authorization header and the query string (lazily: most requests need only
+    the header); stdio has one token fixed for the whole connection.
+    """
+
+    fixed: str | None
+    """A token fixed for the connection: when set, no other source is looked at."""
+
+    def authorization(self) -> str | None:
+        """The Authorization header's value."""
+
+    def query(self, name: str) -> str | None:
+        """A query parameter's value."""
+
+    def metadata_url(self) -> str | None:
+        """Where a 401's challenge points clients (RFC 9728), if the transport has one."""
+
+
+def extract_token(credentials: Credentials, data: Any, config: AuthConfig) -> str | None:
     """The first token found in the enabled sources; `params.token` is removed from `data`.
 
     Returns "" for a present-but-empty credential (an empty bearer), so it is refused as
     invalid rather than treated as anonymous.
     """
     params_token = _pop_params_token(data)  # always stripped, so it is never forwarded
+    if credentials.fixed is not None:
+        return credentials.fixed.strip()
     for source in config.token_sources:
         if source == "header":
-            token = _bearer(request.headers.get("Authorization"))
+            token = _bearer(credentials.authorization())
         elif source == "query":
-            token = request.query.get(config.query_param)
+            token = credentials.query(config.query_param)
         else:
             token = params_token
         if token is not None:

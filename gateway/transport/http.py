@@ -1,35 +1,37 @@
 """The MCP Streamable HTTP endpoint: POST, GET and DELETE on `server.path`.
 
-This module only does I/O and protocol checks; `Dispatcher.handle` does the MCP work.
+A thin adapter over the exchange core: it checks the HTTP framing (media types, body size,
+the session header), reads and writes bytes, and leaves every MCP decision to `Exchange`.
+Errors it raises become HTTP replies in `transport.errors`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
-from gateway import keys
+from gateway.config import Config
 from gateway.errors import (
     BadRequest,
     InvalidRequest,
     NotAcceptable,
     NotFound,
     PayloadTooLarge,
-    RateLimited,
     UnsupportedMediaType,
 )
-from gateway.logs import stream_headers
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.sse import encode_event
-from gateway.ratelimit import retry_after_header
-from gateway.tenancy import Principal, RequestContext, resolve_tenant
-from gateway.transport.inflight import CancelledByClient
-from gateway.transport.sessions import Session
+from gateway.tenancy import Principal, RequestContext
+from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
+from gateway.transport.credentials import HttpCredentials
+from gateway.transport.exchange import Caller, Exchange
+from gateway.transport.requestlog import CONTEXT, PRINCIPAL, REQUEST_ID, TRACEPARENT, stream_headers
+from gateway.transport.sessions import Session, SessionStore
+from gateway.transport.streams import StreamHub
 
 MAX_ACCEPT_CHARS = 1024
 """Longer Accept headers are cut: no real client sends one, and the cache keys stay small."""
@@ -38,136 +40,186 @@ KEEPALIVE_SECONDS = 15.0
 SSE_HEADERS = {"Content-Type": spec.SSE, "Cache-Control": "no-cache"}
 
 
-def setup_mcp_routes(app: web.Application, path: str) -> None:
-    app.router.add_post(path, handle_post)
-    app.router.add_get(path, handle_get)
-    app.router.add_delete(path, handle_delete)
+class McpEndpoint:
+    """The three handlers, bound to the app's exchange core, sessions and streams at start-up."""
+
+    exchange: Exchange
+    sessions: SessionStore
+    streams: StreamHub
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.max_body = config.server.max_body_bytes
+
+    def bind(self, *, exchange: Exchange, sessions: SessionStore, streams: StreamHub) -> None:
+        self.exchange, self.sessions, self.streams = exchange, sessions, streams
+
+    def add_routes(self, app: web.Application) -> None:
+        path = self.config.server.path
+        app.router.add_post(path, self.post)
+        app.router.add_get(path, self.get)
+        app.router.add_delete(path, self.delete)
+
+    # ---------------------------------------------------------------- POST
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        _require_json_content(request)
+        _require_accept(request, spec.JSON, spec.SSE)
+        data = jsonrpc.loads(await self._read_body(request))
+        caller = await self._admit(request, data)
+        if isinstance(data, list):
+            return await self._post_batch(request, caller, data)
+        message = jsonrpc.parse_message(data)
+        if message.method == spec.INITIALIZE:
+            return await self._post_initialize(request, caller, message)
+        session = await self._session(request, caller[0])
+        ctx = self._context(request, caller, session, message.method)
+        if not message.is_request:
+            await self.exchange.handle_message(message, ctx)
+            return web.Response(status=202)
+        stream = ctx.channel = PostStream(request, self.exchange.asks, session.id)
+        if _wants_progress(message):
+            await stream.open()
+        return await stream.finish(await self.exchange.run_request(message, ctx))
+
+    async def _post_initialize(self, request: web.Request, caller: Caller, message: Message) -> web.Response:
+        if not message.is_request:
+            raise InvalidRequest("Invalid Request: initialize must be a request")
+        version = spec.negotiate_version((message.params or {}).get("protocolVersion"))
+        session = await self.sessions.create(caller[0], version)
+        ctx = self._context(request, caller, session, message.method)
+        reply = await self.exchange.handle_message(message, ctx)
+        return _json(reply, headers={spec.SESSION_HEADER: session.id})
+
+    async def _post_batch(self, request: web.Request, caller: Caller, items: list[Any]) -> web.Response:
+        session = await self._session(request, caller[0])
+        ctx = self._context(request, caller, session, None)
+        replies = await self.exchange.handle_batch(items, ctx)
+        return _json(replies) if replies else web.Response(status=202)
+
+    # ---------------------------------------------------------------- GET and DELETE
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        """The session's server-to-client stream (e.g. notifications/tools/list_changed)."""
+        _require_accept(request, spec.SSE)
+        caller = await self._admit(request, None)
+        session = await self._session(request, caller[0])
+        queue = self.streams.open(session.id, session.tenant)
+        try:
+            response = web.StreamResponse(headers=stream_headers(request, SSE_HEADERS))
+            await response.prepare(request)
+            last_event_id = request.headers.get(spec.LAST_EVENT_ID_HEADER)
+            for event_id, data in self.streams.replay(session.id, last_event_id) if last_event_id else ():
+                await response.write(encode_event(data, event_id=event_id))
+            await _pump(response, queue)
+            return response
+        finally:
+            self.streams.detach(session.id, queue)
+
+    async def delete(self, request: web.Request) -> web.Response:
+        caller = await self._admit(request, None)
+        session = await self._session(request, caller[0])
+        await self.sessions.delete(session.id)
+        self.streams.forget(session.id)
+        self.exchange.asks.abandon(session.id)
+        return web.Response(status=204)
+
+    def session_channel(self, session_id: str) -> SessionStream:
+        """The way to one session's client outside any request of its own (its GET stream)."""
+        return SessionStream(self.streams, self.exchange.asks, session_id)
+
+    # ---------------------------------------------------------------- checks
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        limit = self.max_body
+        if request.content_length is not None and request.content_length > limit:
+            raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes")
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes") from exc
+
+    async def _admit(self, request: web.Request, data: Any) -> Caller:
+        """Every request is authenticated, its tenant must exist (403) and be within its rate (429)."""
+        caller = await self.exchange.admit(HttpCredentials(request, self.config), data)
+        request[PRINCIPAL] = caller[0]
+        return caller
+
+    async def _session(self, request: web.Request, principal: Principal) -> Session:
+        """The request's session; missing → 400, unknown, ended or someone else's → 404."""
+        session_id = request.headers.get(spec.SESSION_HEADER)
+        if not session_id:
+            raise BadRequest("Bad Request: Mcp-Session-Id header is required")
+        _check_version_header(request)
+        session = await self.sessions.get(session_id)
+        if session is None or not session.belongs_to(principal):
+            raise NotFound("Not Found: unknown or ended session")
+        return session
+
+    def _context(self, request: web.Request, caller: Caller, session: Session,
+                 method: str | None) -> RequestContext:
+        ctx = request[CONTEXT] = RequestContext(
+            caller[0], caller[1], request[REQUEST_ID], session.protocol_version, session.id, method,
+            traceparent=request.get(TRACEPARENT))
+        return ctx
 
 
-# ---------------------------------------------------------------- POST
+class PostStream(ClientChannel):
+    """A POST's way back: one JSON reply, unless something must reach the client first.
+
+    The first notification or request for the client turns the reply into an SSE stream that
+    carries them, then the response, then ends (spec: a POST may answer with a stream).
+    """
+
+    __slots__ = ("_lock", "_response", "request")
+
+    def __init__(self, request: web.Request, pending: PendingAsks, client: str) -> None:
+        self.pending, self.client = pending, client  # ClientChannel's, set here: one made per request
+        self.request = request
+        self._response: web.StreamResponse | None = None
+        self._lock: asyncio.Lock | None = None
+
+    async def open(self) -> web.StreamResponse:
+        if self._response is None:
+            response = web.StreamResponse(headers=stream_headers(self.request, SSE_HEADERS))
+            self._lock = asyncio.Lock()
+            self._response = response
+            await response.prepare(self.request)
+        return self._response
+
+    async def send(self, message: JsonObject) -> None:
+        response = await self.open()
+        assert self._lock is not None
+        async with self._lock:
+            try:
+                await response.write(encode_event(jsonrpc.dumps(message)))
+            except ConnectionError as exc:
+                raise ChannelClosed("the client closed the stream") from exc
+
+    async def finish(self, reply: JsonObject | None) -> web.StreamResponse:
+        """The response: JSON (202 when there is none), or the stream's last event and its end."""
+        if self._response is None:
+            return _json(reply) if reply is not None else web.Response(status=202)
+        assert self._lock is not None
+        async with self._lock:
+            if reply is not None:  # a cancelled request's stream ends without one (spec)
+                await self._response.write(encode_event(jsonrpc.dumps(reply)))
+            await self._response.write_eof()
+        return self._response
 
 
-async def handle_post(request: web.Request) -> web.StreamResponse:
-    _require_json_content(request)
-    _require_accept(request, spec.JSON, spec.SSE)
-    data = jsonrpc.loads(await _read_body(request))
-    principal = await _authenticate(request, data)
-    if isinstance(data, list):
-        return await _post_batch(request, principal, data)
-    message = jsonrpc.parse_message(data)
-    if message.method == spec.INITIALIZE:
-        return await _post_initialize(request, principal, message)
-    session = await _session(request, principal)
-    ctx = _context(request, principal, session, message.method)
-    if not message.is_request:
-        _on_notification(request, message, session)
-        await request.app[keys.DISPATCHER].handle(message, ctx)
-        return web.Response(status=202)
-    try:
-        if _wants_stream(request, message):
-            return await _reply_as_stream(request, message, ctx)
-        return _json(await _handle(request, message, ctx))
-    except CancelledByClient:
-        ctx.outcome = "cancelled"
-        return web.Response(status=202)  # no JSON-RPC response for a cancelled request
+class SessionStream(ClientChannel):
+    """A session's way back outside any request: its GET stream (resource updates, list changes)."""
 
+    __slots__ = ("streams",)
 
-async def _handle(request: web.Request, message: Message, ctx: RequestContext) -> JsonObject | None:
-    """Dispatch one request, cancellable by the client's notifications/cancelled."""
-    key = (ctx.session_id or "", message.id)
-    return await request.app[keys.INFLIGHT].run(key, request.app[keys.DISPATCHER].handle(message, ctx))
+    def __init__(self, streams: StreamHub, pending: PendingAsks, session_id: str) -> None:
+        super().__init__(pending, session_id)
+        self.streams = streams
 
-
-def _on_notification(request: web.Request, message: Message, session: Session) -> None:
-    if message.method == spec.CANCELLED:
-        request_id = (message.params or {}).get("requestId")
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            request.app[keys.INFLIGHT].cancel((session.id, request_id))
-
-
-async def _post_initialize(request: web.Request, principal: Principal, message: Message) -> web.Response:
-    if not message.is_request:
-        raise InvalidRequest("Invalid Request: initialize must be a request")
-    requested = (message.params or {}).get("protocolVersion")
-    version = spec.negotiate_version(requested)
-    session = await request.app[keys.SESSIONS].create(principal, version)
-    ctx = _context(request, principal, session, message.method)
-    reply = await request.app[keys.DISPATCHER].handle(message, ctx)
-    return _json(reply, headers={spec.SESSION_HEADER: session.id})
-
-
-async def _post_batch(request: web.Request, principal: Principal, items: list[Any]) -> web.Response:
-    """JSON-RPC batches: accepted only on sessions that negotiated 2025-03-26."""
-    if not items:
-        raise InvalidRequest("Invalid Request: empty batch")
-    session = await _session(request, principal)
-    if session.protocol_version not in spec.BATCH_VERSIONS:
-        raise InvalidRequest(f"Invalid Request: batches are not allowed in {session.protocol_version}")
-    ctx = _context(request, principal, session, "batch")
-    replies = await asyncio.gather(*(_batch_item(request, item, ctx) for item in items))
-    answered = [r for r in replies if r is not None]
-    return _json(answered) if answered else web.Response(status=202)
-
-
-async def _batch_item(request: web.Request, item: Any, ctx: RequestContext) -> JsonObject | None:
-    message = jsonrpc.parse_batch_item(item, not_batchable=spec.INITIALIZE)
-    if not isinstance(message, Message):
-        return message  # the member's error reply
-    item = replace(ctx, method=message.method)  # items run concurrently: each its own tool/outcome
-    reply = await request.app[keys.DISPATCHER].handle(message, item)
-    ctx.outcome = ctx.outcome if item.outcome == "ok" else item.outcome  # the log line shows a failure
-    return reply
-
-
-def _wants_stream(request: web.Request, message: Message) -> bool:
-    """Reply over SSE only when the client asked for progress on this request."""
-    meta = (message.params or {}).get("_meta")
-    return isinstance(meta, dict) and "progressToken" in meta
-
-
-async def _reply_as_stream(request: web.Request, message: Message, ctx: RequestContext) -> web.StreamResponse:
-    """Relay this request's notifications (progress) as SSE, then its response, then end."""
-    response = web.StreamResponse(headers=stream_headers(request, SSE_HEADERS))
-    await response.prepare(request)
-    lock = asyncio.Lock()
-
-    async def notify(notification: JsonObject) -> None:
-        async with lock:
-            await response.write(encode_event(jsonrpc.dumps(notification)))
-
-    ctx.notify = notify
-    try:
-        reply = await _handle(request, message, ctx)
-    except CancelledByClient:
-        ctx.outcome = "cancelled"
-        await response.write_eof()  # the stream ends without a response, as the spec asks
-        return response
-    async with lock:
-        await response.write(encode_event(jsonrpc.dumps(reply)))
-    await response.write_eof()
-    return response
-
-
-# ---------------------------------------------------------------- GET and DELETE
-
-
-async def handle_get(request: web.Request) -> web.StreamResponse:
-    """The session's server-to-client stream (e.g. notifications/tools/list_changed)."""
-    _require_accept(request, spec.SSE)
-    principal = await _authenticate(request, None)
-    session = await _session(request, principal)
-    hub = request.app[keys.STREAMS]
-    queue = hub.open(session.id, session.tenant)
-    try:
-        response = web.StreamResponse(headers=stream_headers(request, SSE_HEADERS))
-        await response.prepare(request)
-        last_event_id = request.headers.get(spec.LAST_EVENT_ID_HEADER)
-        for event_id, data in hub.replay(session.id, last_event_id) if last_event_id else ():
-            await response.write(encode_event(data, event_id=event_id))
-        await _pump(response, queue)
-        return response
-    finally:
-        hub.detach(session.id, queue)
+    async def send(self, message: JsonObject) -> None:
+        if not self.streams.send(self.client, message):
+            raise ChannelClosed("the session has no open GET stream")
 
 
 async def _pump(response: web.StreamResponse, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
@@ -182,15 +234,10 @@ async def _pump(response: web.StreamResponse, queue: asyncio.Queue[tuple[str, by
         await response.write(encode_event(data, event_id=event_id))
 
 
-async def handle_delete(request: web.Request) -> web.Response:
-    principal = await _authenticate(request, None)
-    session = await _session(request, principal)
-    await request.app[keys.SESSIONS].delete(session.id)
-    request.app[keys.STREAMS].forget(session.id)
-    return web.Response(status=204)
-
-
-# ---------------------------------------------------------------- checks
+def _wants_progress(message: Message) -> bool:
+    """A request that asked for progress is answered as a stream from the start."""
+    meta = (message.params or {}).get("_meta")
+    return isinstance(meta, dict) and "progressToken" in meta
 
 
 def _require_json_content(request: web.Request) -> None:
@@ -213,58 +260,11 @@ def _media_types(accept: str) -> frozenset[str]:
     return frozenset(part.split(";", 1)[0].strip().lower() for part in accept.split(","))
 
 
-async def _read_body(request: web.Request) -> bytes:
-    limit = request.app[keys.CONFIG].server.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes")
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge as exc:
-        raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes") from exc
-
-
-async def _authenticate(request: web.Request, data: Any) -> Principal:
-    """Every request is authenticated, and its tenant must exist (403 otherwise)."""
-    principal = await request.app[keys.AUTHENTICATOR].authenticate(request, data)
-    request[keys.PRINCIPAL] = principal
-    tenant = request[keys.TENANT] = resolve_tenant(principal, request.app[keys.CONFIG].tenants)
-    if tenant.rate_limit is not None:
-        allowed, retry_after = await request.app[keys.RATE_LIMITER].check(tenant.name, tenant.rate_limit)
-        if not allowed:
-            raise RateLimited("Too Many Requests", headers={"Retry-After": retry_after_header(retry_after)})
-    return principal
-
-
-async def _session(request: web.Request, principal: Principal) -> Session:
-    """The request's session; missing → 400, unknown, ended or someone else's → 404."""
-    session_id = request.headers.get(spec.SESSION_HEADER)
-    if not session_id:
-        raise BadRequest("Bad Request: Mcp-Session-Id header is required")
-    _check_version_header(request)
-    session = await request.app[keys.SESSIONS].get(session_id)
-    if session is None or not session.belongs_to(principal):
-        raise NotFound("Not Found: unknown or ended session")
-    return session
-
-
 def _check_version_header(request: web.Request) -> None:
     version = request.headers.get(spec.VERSION_HEADER)
     if version is not None and version not in spec.SUPPORTED_VERSIONS:
         raise BadRequest(f"Bad Request: unsupported MCP-Protocol-Version {version[:40]!r}")
 
 
-def _context(request: web.Request, principal: Principal, session: Session,
-             method: str | None) -> RequestContext:
-    ctx = RequestContext(principal=principal, tenant=request[keys.TENANT],
-                         request_id=request[keys.REQUEST_ID], method=method,
-                         protocol_version=session.protocol_version, session_id=session.id,
-                         traceparent=request.get(keys.TRACEPARENT))
-    request[keys.CONTEXT] = ctx
-    return ctx
-
-
 def _json(reply: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=jsonrpc.dumps(reply), content_type=spec.JSON, headers=headers)
-
-
-

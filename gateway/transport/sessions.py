@@ -53,15 +53,20 @@ class SessionStore(Protocol):
 
 
 class MemorySessionStore:
-    """Sessions of one process, expired after `idle_seconds` without a request."""
+    """Sessions of one process, expired after `idle_seconds` without a request.
+
+    `on_count` hears the number of sessions whenever it changes (the sessions gauge).
+    """
 
     def __init__(self, *, idle_seconds: float = 3600.0, max_sessions: int = 100_000,
                  clock: Callable[[], float] = time.time,
-                 id_factory: Callable[[], str] = new_session_id) -> None:
+                 id_factory: Callable[[], str] = new_session_id,
+                 on_count: Callable[[int], None] | None = None) -> None:
         self.idle_seconds = idle_seconds
         self.max_sessions = max_sessions
         self.clock = clock
         self.id_factory = id_factory
+        self.on_count = on_count
         self._sessions: OrderedDict[str, Session] = OrderedDict()
 
     async def create(self, principal: Principal, protocol_version: str) -> Session:
@@ -71,6 +76,7 @@ class MemorySessionStore:
         self._sessions[session.id] = session
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)  # the least recently used goes first
+        self._counted()
         return session
 
     async def get(self, session_id: str) -> Session | None:
@@ -80,6 +86,7 @@ class MemorySessionStore:
         now = self.clock()
         if now - session.last_seen > self.idle_seconds:
             del self._sessions[session_id]
+            self._counted()
             return None
         if now - session.last_seen > 1.0:  # refresh at most once a second
             session = self._sessions[session_id] = replace(session, last_seen=now)
@@ -87,10 +94,16 @@ class MemorySessionStore:
         return session
 
     async def delete(self, session_id: str) -> bool:
-        return self._sessions.pop(session_id, None) is not None
+        existed = self._sessions.pop(session_id, None) is not None
+        self._counted()
+        return existed
 
     def count(self) -> int:
         return len(self._sessions)
+
+    def _counted(self) -> None:
+        if self.on_count is not None:
+            self.on_count(len(self._sessions))
 
     def put(self, session: Session) -> None:
         """Add a session made elsewhere (a cache of a shared store)."""
@@ -98,12 +111,14 @@ class MemorySessionStore:
         self._sessions.move_to_end(session.id)
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
+        self._counted()
 
     def sessions(self) -> list[Session]:
         """The sessions not idle for too long (expired ones are dropped on the way)."""
         now = self.clock()
         for session_id in [s.id for s in self._sessions.values() if now - s.last_seen > self.idle_seconds]:
             del self._sessions[session_id]
+        self._counted()
         return list(self._sessions.values())
 
 
@@ -149,7 +164,8 @@ class RedisSessionStore:
     def __init__(self, redis: Any, *, key_prefix: str, health: StoreHealth, events: EventBus,
                  idle_seconds: float = 3600.0, touch_seconds: float | None = None,
                  clock: Callable[[], float] = time.time,
-                 id_factory: Callable[[], str] = new_session_id) -> None:
+                 id_factory: Callable[[], str] = new_session_id,
+                 on_count: Callable[[int], None] | None = None) -> None:
         self.redis = redis
         self.key_prefix = key_prefix
         self.health = health
@@ -157,7 +173,8 @@ class RedisSessionStore:
         self.idle_ms = max(1000, int(idle_seconds * 1000))
         self.touch_seconds = touch_seconds if touch_seconds is not None else min(60.0, idle_seconds / 4)
         self.clock = clock
-        self.local = MemorySessionStore(idle_seconds=idle_seconds, clock=clock, id_factory=id_factory)
+        self.local = MemorySessionStore(idle_seconds=idle_seconds, clock=clock, id_factory=id_factory,
+                                        on_count=on_count)
         self._touched: dict[str, float] = {}  # when each cached session's expiry was last pushed
         self._due: set[str] = set()
         self._pending_ends: set[str] = set()

@@ -88,6 +88,15 @@ class StreamHub:
         stream.history.append((number, data))
         return number
 
+    def send(self, session_id: str, message: JsonObject) -> bool:
+        """Queue `message` on one session's GET stream; False when no stream is open to take it."""
+        stream = self._streams.get(session_id)
+        if stream is None or stream.queue is None or stream.queue.full():
+            return False
+        data = dumps(message)
+        stream.queue.put_nowait((self._event_id(self._record(stream, data)), data))
+        return True
+
     def publish(self, tenants: set[str], message: JsonObject) -> int:
         """Queue `message` for every session of these tenants; returns how many got it."""
         data = dumps(message)

@@ -9,14 +9,16 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.auth.tokens import extract_token
-from gateway.config import AuthConfig
+from gateway.config import AuthConfig, Config
+from gateway.transport.credentials import FixedCredentials, HttpCredentials
 
 ALL = AuthConfig()
 
 
-def request(query: str = "", authorization: str | None = None) -> web.Request:
+def request(query: str = "", authorization: str | None = None) -> HttpCredentials:
     headers = {"Authorization": authorization} if authorization is not None else {}
-    return make_mocked_request("POST", f"/mcp{query}", headers=headers)
+    mocked: web.Request = make_mocked_request("POST", f"/mcp{query}", headers=headers)
+    return HttpCredentials(mocked, Config())
 
 
 def call(token: Any = None, **params: Any) -> dict[str, Any]:
@@ -125,3 +127,14 @@ def test_params_tokens_are_stripped_from_every_batch_item() -> None:
     batch = [call("secret-1"), call("secret-2")]
     extract_token(request(authorization="Bearer h"), batch, ALL)
     assert [item["params"] for item in batch] == [{"name": "x"}, {"name": "x"}]
+
+
+def test_a_fixed_connection_token_wins_and_params_tokens_are_still_stripped() -> None:
+    data = call("secret")
+    assert extract_token(FixedCredentials(" stdio-token "), data, ALL) == "stdio-token"
+    assert data["params"] == {"name": "x"}
+
+
+def test_without_a_fixed_token_the_configured_sources_apply() -> None:
+    assert extract_token(FixedCredentials(None), call("p"), ALL) == "p"
+    assert extract_token(FixedCredentials(None), None, ALL) is None

@@ -1,0 +1,148 @@
+"""The exchange core: what happens to a client's message, whichever transport carried it.
+
+HTTP and stdio both drive an `Exchange`; they only move bytes and map errors to their own
+form (an HTTP status, or a JSON-RPC error line). Here, once for both:
+
+- `admit`: authenticate the caller, resolve its tenant, charge its rate limit;
+- `handle`: a message or a 2025-03-26 batch, run through the dispatcher. Requests run in the
+  in-flight registry, so the client's `notifications/cancelled` stops them (and they get no
+  reply); the client's responses go to the gateway's requests that wait for them;
+- the client channel a transport puts in each request's context carries notifications and
+  server-to-client requests back to the client (`transport.channel`).
+
+Raised GatewayErrors are the transport's to map: an error before dispatch (not JSON-RPC, a
+forbidden batch, 401, 429) has no JSON-RPC id to answer with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.tokens import Credentials
+from gateway.catalogue.merge import Catalogue
+from gateway.catalogue.refresher import CatalogueListener
+from gateway.config import TenantConfig
+from gateway.dispatch import Dispatcher
+from gateway.errors import InvalidRequest, RateLimited
+from gateway.protocol import jsonrpc, spec
+from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.ratelimit import RateLimiter, retry_after_header
+from gateway.tenancy import Principal, RequestContext, resolve_tenant
+from gateway.transport.channel import PendingAsks
+from gateway.transport.inflight import CancelledByClient, InFlight
+
+Deliver = Callable[[set[str], JsonObject], object]
+"""Hands a notification to every connected client of these tenants (a transport's fan-out)."""
+
+Reply = JsonObject | list[JsonObject] | None
+"""What goes back to the client: a response, a batch's responses, or nothing."""
+
+BATCH = "batch"
+"""The context's method while it stands for a whole batch."""
+
+
+Caller = tuple[Principal, TenantConfig]
+"""An admitted caller: who it is and the policy it is served under (a plain tuple: made per request)."""
+
+
+class Exchange:
+    """The transport-free core that both client transports drive (see the module docstring)."""
+
+    def __init__(self, *, dispatcher: Dispatcher, authenticator: Authenticator,
+                 tenants: Mapping[str, TenantConfig], rate_limiter: RateLimiter | None = None,
+                 inflight: InFlight | None = None, asks: PendingAsks | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.authenticator = authenticator
+        self.tenants = tenants
+        self.rate_limiter = rate_limiter
+        self.inflight = inflight or InFlight()
+        self.asks = asks or PendingAsks()
+
+    # ---------------------------------------------------------------- admission
+
+    async def admit(self, credentials: Credentials, data: Any) -> Caller:
+        """Authenticate (401), resolve the tenant (403) and charge its rate limit (429)."""
+        principal = await self.authenticator.authenticate(credentials, data)
+        tenant = resolve_tenant(principal, self.tenants)
+        if tenant.rate_limit is not None and self.rate_limiter is not None:
+            allowed, retry_after = await self.rate_limiter.check(tenant.name, tenant.rate_limit)
+            if not allowed:
+                raise RateLimited("Too Many Requests", headers={"Retry-After": retry_after_header(retry_after)})
+        return principal, tenant
+
+    # ---------------------------------------------------------------- messages
+
+    async def handle(self, data: Any, ctx: RequestContext) -> Reply:
+        """The reply to one decoded body: a message, or a batch where its version allows one."""
+        if isinstance(data, list):
+            return await self.handle_batch(data, ctx)
+        message = jsonrpc.parse_message(data)
+        ctx.method = message.method
+        return await self.handle_message(message, ctx)
+
+    async def handle_message(self, message: Message, ctx: RequestContext) -> JsonObject | None:
+        if message.is_request:
+            return await self.run_request(message, ctx)
+        if message.method is None:  # the client's answer to a request of ours
+            self.asks.answer(ctx.session_id or "", message.raw)
+            return None
+        if message.method == spec.CANCELLED:
+            self._cancel(message, ctx)
+        return None
+
+    async def handle_batch(self, items: list[Any], ctx: RequestContext) -> list[JsonObject] | None:
+        """JSON-RPC batches: only for clients that negotiated 2025-03-26; members run concurrently."""
+        if not items:
+            raise InvalidRequest("Invalid Request: empty batch")
+        if ctx.protocol_version not in spec.BATCH_VERSIONS:
+            raise InvalidRequest(f"Invalid Request: batches are not allowed in {ctx.protocol_version}")
+        ctx.method = BATCH
+        replies = await asyncio.gather(*(self._batch_item(item, ctx) for item in items))
+        answered = [reply for reply in replies if reply is not None]
+        return answered or None
+
+    async def _batch_item(self, item: Any, batch: RequestContext) -> JsonObject | None:
+        message = jsonrpc.parse_batch_item(item, not_batchable=spec.INITIALIZE)
+        if not isinstance(message, Message):
+            return message  # the member's error reply
+        ctx = replace(batch, method=message.method)  # members run concurrently: each its own tool/outcome
+        reply = await self.handle_message(message, ctx)
+        if ctx.outcome != "ok":
+            batch.outcome = ctx.outcome  # the batch's log line shows a member's failure
+        return reply
+
+    async def run_request(self, message: Message, ctx: RequestContext) -> JsonObject | None:
+        """Dispatch one request; a request the client cancels gets no reply (spec: cancellation)."""
+        try:
+            return await self.inflight.run((ctx.session_id or "", message.id),
+                                           self.dispatcher.handle(message, ctx))
+        except CancelledByClient:
+            ctx.outcome = "cancelled"
+            return None
+
+    def _cancel(self, message: Message, ctx: RequestContext) -> None:
+        request_id = (message.params or {}).get("requestId")
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            self.inflight.cancel((ctx.session_id or "", request_id))
+
+    # ---------------------------------------------------------------- catalogue changes
+
+    def list_changed_listener(self, deliver: Deliver,
+                              tenants: Callable[[], list[TenantConfig]] | None = None) -> CatalogueListener:
+        """Tell the clients whose tenant view changed to list their tools again.
+
+        `tenants` narrows the check (stdio serves one tenant); by default every configured one.
+        """
+        views = self.dispatcher.catalogue.views
+        watched = tenants or (lambda: list(self.tenants.values()))
+
+        async def listener(old: Catalogue, new: Catalogue) -> None:
+            changed = views.tenants_changed(old, new, watched())
+            if changed:
+                deliver(set(changed), {"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
+
+        return listener
