@@ -9,15 +9,17 @@ once more. For the gateway's own session a background GET stream listens for
 
 Cancelling the task that awaits `request()` (or its timeout) sends the backend
 `notifications/cancelled` with the upstream id; callers never see upstream ids.
+
+Its parts: http_session.py (a backend session and its headers), http_body.py (replies read
+within max_response_bytes), http_listener.py (the GET stream), httpclient.py (the connections).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -26,24 +28,19 @@ from multidict import CIMultiDict
 
 from gateway.errors import FailureReason
 from gateway.protocol.spec import (
-    ACCEPT_JSON_AND_SSE,
     CANCELLED,
     INITIALIZE,
     INITIALIZED,
     JSON,
-    LAST_EVENT_ID_HEADER,
     LATEST_VERSION,
     PROGRESS,
-    SESSION_HEADER,
     SSE,
     TOOLS_LIST_CHANGED,
-    VERSION_HEADER,
 )
 from gateway.protocol.sse import SseDecoder, SseEvent
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
     BackgroundTasks,
-    Backoff,
     JsonObject,
     ListChangedCallbacks,
     NotificationHandler,
@@ -59,10 +56,11 @@ from gateway.upstream.base import (
     restore_progress_token,
     swap_progress_token,
 )
-from gateway.upstream.httpclient import ConnectFailed, HttpClient, Response, TransportFailed
+from gateway.upstream.http_body import BoundedBody
+from gateway.upstream.http_listener import StreamListener
+from gateway.upstream.http_session import SESSION_HEADER_KEY, BackendSession, Route, SessionExpired
+from gateway.upstream.httpclient import TRANSPORT_ERRORS, ConnectFailed, HttpClient, Response
 
-SESSION_HEADER_KEY = SESSION_HEADER.lower()
-"""The backend's session id header, as reply headers are keyed."""
 CLOSE_TIMEOUT = 2.0
 """Seconds close() spends ending backend sessions (DELETE) before giving up."""
 NOTIFY_TIMEOUT = 5.0
@@ -70,37 +68,7 @@ NOTIFY_TIMEOUT = 5.0
 DEFAULT_RETRY_MS = 1000
 """Reconnect delay for a POST stream closed early when the backend sent no `retry`."""
 
-_TRANSPORT_ERRORS = (TransportFailed, OSError)
-"""Refused, reset, DNS, malformed replies, broken streams."""
-
 _log = structlog.get_logger("gateway.upstream")
-
-
-@dataclass(eq=False)
-class _Session:
-    """One backend session; `headers` are those of the handshake (reused by DELETE, GET)."""
-
-    key: str
-    headers: CIMultiDict[str]
-    session_id: str | None = None
-    protocol_version: str | None = None
-
-
-@dataclass(frozen=True)
-class _Route:
-    """Where the notifications about one request go, and how its token maps back."""
-
-    request_id: int
-    token: str | None
-    original_token: Any
-    handler: NotificationHandler | None
-
-
-class _SessionExpired(UpstreamError):
-    """The backend answered 404 to our session id; a second one in a row is `unavailable`."""
-
-    def __init__(self, backend: str) -> None:
-        super().__init__(FailureReason.UNAVAILABLE, f"{backend}: backend session expired (HTTP 404)")
 
 
 class HttpUpstream:
@@ -121,15 +89,16 @@ class HttpUpstream:
         self._url = url
         self._headers = CIMultiDict(headers)
         self._max_connections = max_connections
-        self._max_response_bytes = max_response_bytes
         self._protocol_version = protocol_version
         self._client_info = dict(client_info)
         self._http: HttpClient | None = None
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, BackendSession] = {}
         self._handshake_locks: dict[str, asyncio.Lock] = {}
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
         self._list_changed = ListChangedCallbacks(self._tasks)
+        self._body = BoundedBody(name, max_response_bytes)
+        self._stream = StreamListener(self._body, self._client, self._on_unasked)
         self._listener: asyncio.Task[None] | None = None
 
     # --- the Upstream protocol ----------------------------------------------------------
@@ -198,12 +167,12 @@ class HttpUpstream:
         session = await self._ready_session(key, headers)
         try:
             return await self._call(session, method, params, headers, on_notification)
-        except _SessionExpired:
+        except SessionExpired:
             self._forget(session)
         session = await self._ready_session(key, headers)  # one fresh handshake, one retry
         return await self._call(session, method, params, headers, on_notification)
 
-    async def _ready_session(self, key: str, headers: CIMultiDict[str]) -> _Session:
+    async def _ready_session(self, key: str, headers: CIMultiDict[str]) -> BackendSession:
         """The session for `key`, handshaking first if needed (one handshake at a time).
 
         A failed handshake is marked unsent: the caller's request never left.
@@ -217,8 +186,8 @@ class HttpUpstream:
         except UpstreamError as exc:
             raise UpstreamError(exc.reason, str(exc), sent=False) from exc
 
-    async def _handshake(self, key: str, headers: CIMultiDict[str]) -> _Session:
-        session = _Session(key, headers)
+    async def _handshake(self, key: str, headers: CIMultiDict[str]) -> BackendSession:
+        session = BackendSession(key, headers)
         params = initialize_params(self._protocol_version, self._client_info)
         reply = await self._call(session, INITIALIZE, params, headers, None)
         session.protocol_version = negotiated_version(self.name, reply)
@@ -230,7 +199,7 @@ class HttpUpstream:
             self._start_listener(session)
         return session
 
-    def _forget(self, session: _Session) -> None:
+    def _forget(self, session: BackendSession) -> None:
         """Drop `session` unless a concurrent request already replaced it."""
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
@@ -240,21 +209,11 @@ class HttpUpstream:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: upstream not started or closed")
         return self._http
 
-    def _session_headers(self, session: _Session, headers: CIMultiDict[str]) -> CIMultiDict[str]:
-        result = headers.copy()
-        result["Accept"] = ACCEPT_JSON_AND_SSE
-        result["Content-Type"] = JSON
-        if session.protocol_version:
-            result[VERSION_HEADER] = session.protocol_version
-        if session.session_id:
-            result[SESSION_HEADER] = session.session_id
-        return result
-
     # --- one request --------------------------------------------------------------------
 
     async def _call(
         self,
-        session: _Session,
+        session: BackendSession,
         method: str,
         params: JsonObject | None,
         headers: CIMultiDict[str],
@@ -263,7 +222,7 @@ class HttpUpstream:
         request_id = next(self._ids)
         token = f"{self.name}-{request_id}"  # unique across this upstream's active requests
         params, original = swap_progress_token(params, token)
-        route = _Route(request_id, token if original is not None else None, original, on_notification)
+        route = Route(request_id, token if original is not None else None, original, on_notification)
         try:
             return await self._exchange(session, request_message(request_id, method, params), headers, route)
         except asyncio.CancelledError:
@@ -272,7 +231,7 @@ class HttpUpstream:
             raise
 
     async def _exchange(
-        self, session: _Session, message: JsonObject, headers: CIMultiDict[str], route: _Route
+        self, session: BackendSession, message: JsonObject, headers: CIMultiDict[str], route: Route
     ) -> JsonObject:
         """POST one request and read its reply; transport failures become `unavailable`."""
         async def consume(resp: Response) -> JsonObject:
@@ -281,20 +240,20 @@ class HttpUpstream:
             return await self._reply(resp, session, route)
 
         try:
-            return await self._client().send("POST", self._session_headers(session, headers), orjson.dumps(message),
+            return await self._client().send("POST", session.post_headers(headers), orjson.dumps(message),
                                              consume)
         except ConnectFailed as exc:  # no connection, so not one byte of the request went out
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {exc}", sent=False) from exc
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {exc}") from exc
 
-    async def _reply(self, resp: Response, session: _Session, route: _Route) -> JsonObject:
+    async def _reply(self, resp: Response, session: BackendSession, route: Route) -> JsonObject:
         if resp.status == 404 and session.session_id:
-            raise _SessionExpired(self.name)
+            raise SessionExpired(self.name)
         if not 200 <= resp.status < 300:
             return await self._error_reply(resp, route.request_id)
         if resp.content_type == JSON:
-            return check_response(self.name, await self._json_body(resp), route.request_id)
+            return check_response(self.name, await self._body.json(resp), route.request_id)
         if resp.content_type == SSE:
             return await self._read_stream(resp, session, route)
         raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: HTTP {resp.status} {resp.content_type}")
@@ -303,58 +262,14 @@ class HttpUpstream:
         """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
         if resp.content_type == JSON:
             with suppress(UpstreamError):
-                message = check_response(self.name, await self._json_body(resp), request_id)
+                message = check_response(self.name, await self._body.json(resp), request_id)
                 if "error" in message:
                     return message
         raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: HTTP {resp.status}")
 
-    async def _json_body(self, resp: Response) -> Any:
-        return self._decode(await self._read_bounded(resp))
-
-    async def _read_bounded(self, resp: Response) -> bytes:
-        """The body, or bad_response as soon as it passes max_response_bytes (never buffered whole)."""
-        if resp.content_length is not None:
-            if resp.content_length > self._max_response_bytes:
-                raise self._too_large(resp)
-            return await resp.read()  # bounded by the check above
-        chunks, size = [], 0
-        async for chunk in resp.chunks():
-            size += len(chunk)
-            if size > self._max_response_bytes:
-                raise self._too_large(resp)
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _too_large(self, resp: Response) -> UpstreamError:
-        # Raised inside HttpClient.send's callback, so the client closes the connection with its unread rest.
-        return UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: reply over {self._max_response_bytes} bytes")
-
-    async def _events(self, resp: Response, decoder: SseDecoder) -> AsyncIterator[SseEvent]:
-        """Decode an SSE body; an event growing past max_response_bytes is cut as bad_response.
-
-        `pending` counts bytes since the last complete event; after a chunk that completed
-        events only its tail can be unfinished, so resetting then undercounts by < one chunk.
-        """
-        pending = 0
-        async for chunk in resp.chunks():
-            pending += len(chunk)
-            if pending > self._max_response_bytes:
-                raise self._too_large(resp)
-            events = decoder.feed(chunk)
-            if events:
-                pending = 0
-            for event in events:
-                yield event
-
-    def _decode(self, data: bytes | str) -> Any:
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: reply is not JSON") from exc
-
     # --- SSE replies --------------------------------------------------------------------
 
-    async def _read_stream(self, resp: Response, session: _Session, route: _Route) -> JsonObject:
+    async def _read_stream(self, resp: Response, session: BackendSession, route: Route) -> JsonObject:
         """Read events up to our response; resume by GET if the backend closes early."""
         decoder = SseDecoder()
         reply = await self._consume(resp, decoder, session, route)
@@ -364,7 +279,7 @@ class HttpUpstream:
             reply = await self._resume(decoder, session, route)
         return reply
 
-    async def _resume(self, decoder: SseDecoder, session: _Session, route: _Route) -> JsonObject | None:
+    async def _resume(self, decoder: SseDecoder, session: BackendSession, route: Route) -> JsonObject | None:
         await asyncio.sleep((decoder.retry or DEFAULT_RETRY_MS) / 1000)
         async def consume(resp: Response) -> JsonObject | None:
             if resp.status != 200 or resp.content_type != SSE:
@@ -373,32 +288,24 @@ class HttpUpstream:
             return await self._consume(resp, decoder, session, route)
 
         try:
-            return await self._client().send("GET", self._stream_headers(session, decoder), None, consume)
-        except _TRANSPORT_ERRORS as exc:  # the POST did go out: even a refused connection is not "unsent"
+            return await self._client().send("GET", session.stream_headers(decoder.last_event_id), None, consume)
+        except TRANSPORT_ERRORS as exc:  # the POST did go out: even a refused connection is not "unsent"
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: resume failed: {exc}") from exc
 
-    def _stream_headers(self, session: _Session, decoder: SseDecoder) -> CIMultiDict[str]:
-        headers = self._session_headers(session, session.headers)
-        headers["Accept"] = SSE
-        headers.popall("Content-Type", None)
-        if decoder.last_event_id is not None:
-            headers[LAST_EVENT_ID_HEADER] = decoder.last_event_id
-        return headers
-
     async def _consume(
-        self, resp: Response, decoder: SseDecoder, session: _Session, route: _Route
+        self, resp: Response, decoder: SseDecoder, session: BackendSession, route: Route
     ) -> JsonObject | None:
-        async with aclosing(self._events(resp, decoder)) as events:
+        async with aclosing(self._body.events(resp, decoder)) as events:
             async for event in events:
                 reply = await self._on_event(event, session, route)
                 if reply is not None:
                     return reply
         return None
 
-    async def _on_event(self, event: SseEvent, session: _Session, route: _Route) -> JsonObject | None:
+    async def _on_event(self, event: SseEvent, session: BackendSession, route: Route) -> JsonObject | None:
         if event.event != "message" or not event.data:
             return None  # priming event or an event type MCP does not use
-        message = self._decode(event.data)
+        message = self._body.decode(event.data)
         kind = message_kind(message)
         if kind == "response":
             return check_response(self.name, message, route.request_id)
@@ -408,7 +315,7 @@ class HttpUpstream:
             self._answer(session, message)
         return None
 
-    async def _on_notification(self, message: JsonObject, route: _Route) -> None:
+    async def _on_notification(self, message: JsonObject, route: Route) -> None:
         if message["method"] == TOOLS_LIST_CHANGED:
             self._list_changed.fire()
             return
@@ -425,77 +332,45 @@ class HttpUpstream:
 
     # --- messages the gateway sends on its own ---------------------------------------------
 
-    def _answer(self, session: _Session, request: JsonObject) -> None:
+    def _answer(self, session: BackendSession, request: JsonObject) -> None:
         """Refuse a backend->gateway request (or answer ping) so the backend does not hang."""
         self._tasks.spawn(self._post_quietly(session, answer_backend_request(request)), "answer")
 
-    def _cancel_upstream(self, session: _Session, request_id: int) -> None:
+    def _cancel_upstream(self, session: BackendSession, request_id: int) -> None:
         if self._http is None:
             return
         params = {"requestId": request_id, "reason": "cancelled by the gateway"}
         self._tasks.spawn(self._post_quietly(session, notification_message(CANCELLED, params)), "cancel")
 
-    async def _post_quietly(self, session: _Session, message: JsonObject) -> None:
+    async def _post_quietly(self, session: BackendSession, message: JsonObject) -> None:
         try:
             async with asyncio.timeout(NOTIFY_TIMEOUT):
                 await self._send_one_way(session, message)
         except (UpstreamError, TimeoutError) as exc:
             _log.debug("upstream message lost", backend=self.name, error=str(exc))
 
-    async def _send_one_way(self, session: _Session, message: JsonObject) -> int:
+    async def _send_one_way(self, session: BackendSession, message: JsonObject) -> int:
         """POST a notification or response; return the HTTP status (202 expected)."""
-        headers = self._session_headers(session, session.headers)
+        headers = session.post_headers(session.headers)
         try:
             return await self._client().send("POST", headers, orjson.dumps(message), _status)
-        except _TRANSPORT_ERRORS as exc:
+        except TRANSPORT_ERRORS as exc:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
-    async def _delete(self, http: HttpClient, session: _Session) -> None:
-        headers = self._session_headers(session, session.headers)
+    async def _delete(self, http: HttpClient, session: BackendSession) -> None:
+        headers = session.post_headers(session.headers)
         await http.send("DELETE", headers, None, _status)
 
-    # --- the GET stream (server -> gateway notifications) ----------------------------------
+    # --- the GET stream (server -> gateway messages) --------------------------------------
 
-    def _start_listener(self, session: _Session) -> None:
+    def _start_listener(self, session: BackendSession) -> None:
         if self._listener is not None:
             self._listener.cancel()
-        self._listener = self._tasks.spawn(self._listen(session), "listen")
+        alive = lambda: self._sessions.get(session.key) is session  # noqa: E731
+        self._listener = self._tasks.spawn(self._stream.run(session, alive), "listen")
 
-    async def _listen(self, session: _Session) -> None:
-        """Keep a GET stream open while `session` lives; stop if the backend has none."""
-        backoff, decoder = Backoff(), SseDecoder()
-        while self._sessions.get(session.key) is session:
-            try:
-                status = await self._listen_once(session, decoder, backoff)
-            except (*_TRANSPORT_ERRORS, UpstreamError) as exc:
-                _log.debug("upstream stream broke", backend=self.name, error=repr(exc))
-                status = 0
-            if _stream_refused(status):
-                _log.debug("upstream offers no GET stream", backend=self.name, status=status)
-                return
-            await asyncio.sleep(backoff.next())
-
-    async def _listen_once(self, session: _Session, decoder: SseDecoder, backoff: Backoff) -> int:
-        async def consume(resp: Response) -> int:
-            if resp.status != 200 or resp.content_type != SSE:
-                return resp.status
-            backoff.reset()
-            decoder.reconnected()
-            async with aclosing(self._events(resp, decoder)) as events:
-                async for event in events:
-                    self._on_stream_event(session, event)
-            return resp.status
-
-        return await self._client().send("GET", self._stream_headers(session, decoder), None, consume)
-
-    def _on_stream_event(self, session: _Session, event: SseEvent) -> None:
-        if event.event != "message" or not event.data:
-            return
-        try:
-            message = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            _log.warning("upstream sent a non-JSON event", backend=self.name)
-            return
+    def _on_unasked(self, session: BackendSession, message: JsonObject) -> None:
+        """A message on the GET stream: a list change, or a request the backend waits on."""
         kind = message_kind(message)
         if kind == "notification" and message["method"] == TOOLS_LIST_CHANGED:
             self._list_changed.fire()
@@ -505,8 +380,3 @@ class HttpUpstream:
 
 async def _status(resp: Response) -> int:
     return resp.status
-
-
-def _stream_refused(status: int) -> bool:
-    """A 4xx other than conflict/throttling means: no GET stream here, stop asking."""
-    return 400 <= status < 500 and status not in (408, 409, 429)

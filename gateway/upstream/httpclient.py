@@ -43,6 +43,10 @@ class ConnectFailed(TransportFailed):
     """No connection could be opened: the request was never sent."""
 
 
+TRANSPORT_ERRORS = (TransportFailed, OSError)
+"""What `HttpClient.send` raises when the exchange fails: refused, reset, DNS, malformed replies, broken streams."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where requests go, parsed once from the backend's URL."""

@@ -11,14 +11,15 @@ drains its own inbox, so a slow notification handler never stalls other requests
 A supervisor task restarts a dead child with exponential backoff; while it is down,
 requests fail at once with `unavailable`. To cancel a request, cancel the task awaiting
 `request()`: the child then gets `notifications/cancelled` with the upstream id.
+
+Its parts: stdio_process.py (spawning, stderr, stopping the child) and stdio_lines.py
+(reading stdout a line at a time within the size limit).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
@@ -46,28 +47,15 @@ from gateway.upstream.base import (
     restore_progress_token,
     swap_progress_token,
 )
+from gateway.upstream.stdio_lines import leading_id, next_line
+from gateway.upstream.stdio_process import Process, cancel_tasks, child_env, forward_stderr, spawn, stop_process
 
-INHERITED_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
-    "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT",
-)  # fmt: skip
-"""The only gateway environment variables a child inherits (no secrets leak by default)."""
-HEAD_BYTES = 4096
-"""How much of an over-long line is kept to find out whose response it was."""
-_LEADING_SCALARS = re.compile(
-    rb'\s*\{((?:\s*"[^"\\]*"\s*:\s*(?:"[^"\\]*"|-?\d+|true|false|null)\s*,)*)'
-)
-"""The top-level members before the first object or array (where `id` usually sits)."""
-_ID_MEMBER = re.compile(rb'"id"\s*:\s*(-?\d+)\s*,')
-STOP_WAIT = 2.0
-"""Seconds to wait after closing stdin, then again after SIGTERM, before SIGKILL."""
 HEALTHY_AFTER = 60.0
 """A child that ran this long resets the restart backoff."""
 NOTIFY_TIMEOUT = 5.0
 """Seconds a best-effort write (notification, cancel, refusal) may take."""
 
 _log = structlog.get_logger("gateway.upstream")
-Process = asyncio.subprocess.Process
 
 
 class _Pending:
@@ -99,7 +87,7 @@ class StdioUpstream:
         self.name = name
         self.protocol_version: str | None = None  # negotiated by the current child
         self._command = list(command)
-        self._env = _child_env(env)
+        self._env = child_env(env)
         self._cwd = cwd
         self._requested_version = protocol_version
         self._client_info = dict(client_info)
@@ -160,7 +148,7 @@ class StdioUpstream:
             supervisor.cancel()  # its cleanup stops the child gracefully
             await asyncio.gather(supervisor, return_exceptions=True)
         if self._process is not None:  # the cleanup itself was interrupted
-            await _stop_process(self._process)
+            await stop_process(self._process)
             self._process = None
         await self._tasks.cancel_all()
 
@@ -246,25 +234,12 @@ class StdioUpstream:
 
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         while True:
-            line = await self._next_line(stdout)
+            line = await next_line(stdout, self._line_too_long)
             if line is None:  # the child is gone (or mute): nothing pending can be answered
                 self._ready = False
                 self._fail_pending()
                 return
             self._on_line(line)
-
-    async def _next_line(self, stdout: asyncio.StreamReader) -> bytes | None:
-        """The next line, None at EOF. Lines over the limit are dropped, never buffered whole."""
-        while True:
-            try:
-                return await stdout.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:  # EOF; an unterminated last line still counts
-                return exc.partial or None
-            except asyncio.LimitOverrunError as exc:
-                head = await stdout.readexactly(exc.consumed)  # already buffered: no wait
-                self._line_too_long(head[:HEAD_BYTES])
-                if not await _discard_rest_of_line(stdout):
-                    return None
 
     def _line_too_long(self, head: bytes) -> None:
         """Fail the request the line answered, when its id is readable from the line's head."""
@@ -331,17 +306,6 @@ class StdioUpstream:
         if self._process is not None:
             await self._write_quietly(self._process, message)
 
-    async def _forward_stderr(self, stderr: asyncio.StreamReader) -> None:
-        while True:
-            try:
-                line = await stderr.readline()
-            except ValueError:
-                continue
-            if not line:
-                return
-            text = line.decode(errors="replace").rstrip()
-            _log.info("backend stderr", backend=self.name, line=text)
-
     # --- the child's life ---------------------------------------------------------------
 
     async def _supervise(self) -> None:
@@ -366,36 +330,22 @@ class StdioUpstream:
     async def _run_child(self) -> None:
         """Spawn, handshake and serve until the child exits; leave no child behind."""
         try:
-            process = await self._spawn()
+            process = await spawn(self._command, env=self._env, cwd=self._cwd, line_limit=self._max_line)
         except (OSError, ValueError) as exc:
             _log.error("cannot start backend", backend=self.name, error=str(exc))
             return
         self._process = process
         assert process.stdout is not None and process.stderr is not None
         reader = self._tasks.spawn(self._read_stdout(process.stdout), "stdout")
-        stderr = self._tasks.spawn(self._forward_stderr(process.stderr), "stderr")
+        stderr = self._tasks.spawn(forward_stderr(self.name, process.stderr), "stderr")
         try:
             await self._serve(process, reader)
         finally:
             self._ready = False
             self._fail_pending()
-            await _stop_process(process)
-            await _cancel(reader, stderr)
+            await stop_process(process)
+            await cancel_tasks(reader, stderr)
             self._process = None
-
-    async def _spawn(self) -> Process:
-        return await asyncio.create_subprocess_exec(
-            *self._command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self._env,
-            cwd=self._cwd,
-            limit=self._max_line,
-            # Its own session: a Ctrl-C or SIGTERM sent to the gateway's process group must not
-            # kill backends before the gateway has drained; close() stops them in order.
-            start_new_session=True,
-        )
 
     async def _serve(self, process: Process, reader: asyncio.Task[None]) -> None:
         if not await self._handshake(process):
@@ -425,61 +375,3 @@ class StdioUpstream:
         for pending in self._pending.values():
             message = f"{self.name}: backend process exited"
             pending.inbox.put_nowait(UpstreamError(FailureReason.UNAVAILABLE, message))
-
-
-def leading_id(head: bytes) -> int | None:
-    """The integer `id` among a JSON object's leading scalar members, if it is there.
-
-    Only members before the first nested value are read, so an `id` inside `result`
-    can never be mistaken for the envelope's.
-    """
-    members = _LEADING_SCALARS.match(head)
-    found = _ID_MEMBER.search(members.group(1)) if members else None
-    return int(found.group(1)) if found else None
-
-
-async def _discard_rest_of_line(stdout: asyncio.StreamReader) -> bool:
-    """Consume up to and including the next newline, a buffer at a time; False at EOF."""
-    while True:
-        try:
-            await stdout.readuntil(b"\n")
-            return True
-        except asyncio.IncompleteReadError:
-            return False
-        except asyncio.LimitOverrunError as exc:
-            await stdout.readexactly(exc.consumed)
-
-
-def _child_env(configured: Mapping[str, str]) -> dict[str, str]:
-    env = {key: value for key in INHERITED_ENV if (value := os.environ.get(key)) is not None}
-    env.update(configured)
-    return env
-
-
-async def _stop_process(process: Process) -> None:
-    """Close stdin (stdio servers exit on EOF), then SIGTERM, then SIGKILL; always reap."""
-    if process.stdin is not None:
-        process.stdin.close()
-    if await _exited(process, STOP_WAIT):
-        return
-    with suppress(ProcessLookupError):
-        process.terminate()
-    if await _exited(process, STOP_WAIT):
-        return
-    with suppress(ProcessLookupError):
-        process.kill()
-    await process.wait()
-
-
-async def _exited(process: Process, seconds: float) -> bool:
-    try:
-        await asyncio.wait_for(process.wait(), seconds)
-    except TimeoutError:
-        return False
-    return True
-
-
-async def _cancel(*tasks: asyncio.Task[None]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)

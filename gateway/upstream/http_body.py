@@ -1,0 +1,69 @@
+"""Reading one backend HTTP reply within `max_response_bytes`: a JSON body, or SSE events.
+
+Nothing is buffered past the limit: a body or an event that grows over it is BAD_RESPONSE
+at once. The error is raised inside HttpClient.send's callback, so the client closes the
+connection with its unread rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from gateway.errors import FailureReason
+from gateway.protocol.sse import SseDecoder, SseEvent
+from gateway.upstream.base import UpstreamError
+from gateway.upstream.httpclient import Response
+
+
+class BoundedBody:
+    """Reads replies of one backend (`backend` names it in errors) of at most `limit` bytes."""
+
+    def __init__(self, backend: str, limit: int) -> None:
+        self.backend = backend
+        self.limit = limit
+
+    async def json(self, resp: Response) -> Any:
+        return self.decode(await self.read(resp))
+
+    async def read(self, resp: Response) -> bytes:
+        """The body, or BAD_RESPONSE as soon as it passes the limit."""
+        if resp.content_length is not None:
+            if resp.content_length > self.limit:
+                raise self.too_large()
+            return await resp.read()  # bounded by the check above
+        chunks, size = [], 0
+        async for chunk in resp.chunks():
+            size += len(chunk)
+            if size > self.limit:
+                raise self.too_large()
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def events(self, resp: Response, decoder: SseDecoder) -> AsyncIterator[SseEvent]:
+        """Decode an SSE body; an event growing past the limit is cut as BAD_RESPONSE.
+
+        `pending` counts bytes since the last complete event; after a chunk that completed
+        events only its tail can be unfinished, so resetting then undercounts by < one chunk.
+        """
+        pending = 0
+        async for chunk in resp.chunks():
+            pending += len(chunk)
+            if pending > self.limit:
+                raise self.too_large()
+            events = decoder.feed(chunk)
+            if events:
+                pending = 0
+            for event in events:
+                yield event
+
+    def decode(self, data: bytes | str) -> Any:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.backend}: reply is not JSON") from exc
+
+    def too_large(self) -> UpstreamError:
+        return UpstreamError(FailureReason.BAD_RESPONSE, f"{self.backend}: reply over {self.limit} bytes")

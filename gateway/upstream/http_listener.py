@@ -1,0 +1,77 @@
+"""The GET stream of the HTTP upstream's own backend session: messages the backend sends unasked.
+
+It carries `notifications/tools/list_changed` and the backend's own requests (ping). While
+its session lives the stream is reopened after a break, with backoff; a backend that refuses
+GET (a 4xx other than conflict or throttling) has no such stream, and is not asked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import aclosing
+
+import orjson
+import structlog
+
+from gateway.protocol.spec import SSE
+from gateway.protocol.sse import SseDecoder, SseEvent
+from gateway.upstream.base import Backoff, JsonObject, UpstreamError
+from gateway.upstream.http_body import BoundedBody
+from gateway.upstream.http_session import BackendSession
+from gateway.upstream.httpclient import TRANSPORT_ERRORS, HttpClient, Response
+
+_log = structlog.get_logger("gateway.upstream")
+
+MessageHandler = Callable[[BackendSession, JsonObject], None]
+
+
+class StreamListener:
+    """Keeps one session's GET stream open and hands every decoded message to `on_message`."""
+
+    def __init__(self, body: BoundedBody, client: Callable[[], HttpClient], on_message: MessageHandler) -> None:
+        self._body = body
+        self._client = client
+        self._on_message = on_message
+
+    async def run(self, session: BackendSession, alive: Callable[[], bool]) -> None:
+        """Listen while `alive()`; stop for good if the backend offers no GET stream."""
+        backoff, decoder = Backoff(), SseDecoder()
+        while alive():
+            try:
+                status = await self._listen_once(session, decoder, backoff)
+            except (*TRANSPORT_ERRORS, UpstreamError) as exc:
+                _log.debug("upstream stream broke", backend=self._body.backend, error=repr(exc))
+                status = 0
+            if stream_refused(status):
+                _log.debug("upstream offers no GET stream", backend=self._body.backend, status=status)
+                return
+            await asyncio.sleep(backoff.next())
+
+    async def _listen_once(self, session: BackendSession, decoder: SseDecoder, backoff: Backoff) -> int:
+        async def consume(resp: Response) -> int:
+            if resp.status != 200 or resp.content_type != SSE:
+                return resp.status
+            backoff.reset()
+            decoder.reconnected()
+            async with aclosing(self._body.events(resp, decoder)) as events:
+                async for event in events:
+                    self._on_event(session, event)
+            return resp.status
+
+        return await self._client().send("GET", session.stream_headers(decoder.last_event_id), None, consume)
+
+    def _on_event(self, session: BackendSession, event: SseEvent) -> None:
+        if event.event != "message" or not event.data:
+            return
+        try:
+            message = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            _log.warning("upstream sent a non-JSON event", backend=self._body.backend)
+            return
+        self._on_message(session, message)
+
+
+def stream_refused(status: int) -> bool:
+    """A 4xx other than conflict/throttling means: no GET stream here, stop asking."""
+    return 400 <= status < 500 and status not in (408, 409, 429)

@@ -1,0 +1,62 @@
+"""One backend session of the HTTP upstream, and the headers its requests carry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from multidict import CIMultiDict
+
+from gateway.errors import FailureReason
+from gateway.protocol.spec import ACCEPT_JSON_AND_SSE, JSON, LAST_EVENT_ID_HEADER, SESSION_HEADER, SSE, VERSION_HEADER
+from gateway.upstream.base import NotificationHandler, UpstreamError
+
+SESSION_HEADER_KEY = SESSION_HEADER.lower()
+"""The backend's session id header, as reply headers are keyed."""
+
+
+@dataclass(eq=False)
+class BackendSession:
+    """One backend session; `headers` are those of the handshake (reused by DELETE, GET)."""
+
+    key: str
+    headers: CIMultiDict[str]
+    session_id: str | None = None
+    protocol_version: str | None = None
+
+    def post_headers(self, headers: CIMultiDict[str]) -> CIMultiDict[str]:
+        """`headers` plus what every POST (and DELETE) in this session carries."""
+        result = headers.copy()
+        result["Accept"] = ACCEPT_JSON_AND_SSE
+        result["Content-Type"] = JSON
+        if self.protocol_version:
+            result[VERSION_HEADER] = self.protocol_version
+        if self.session_id:
+            result[SESSION_HEADER] = self.session_id
+        return result
+
+    def stream_headers(self, last_event_id: str | None) -> CIMultiDict[str]:
+        """The headers of a GET that opens (or resumes, after `last_event_id`) an SSE stream."""
+        headers = self.post_headers(self.headers)
+        headers["Accept"] = SSE
+        headers.popall("Content-Type", None)
+        if last_event_id is not None:
+            headers[LAST_EVENT_ID_HEADER] = last_event_id
+        return headers
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the notifications about one request go, and how its token maps back."""
+
+    request_id: int
+    token: str | None
+    original_token: Any
+    handler: NotificationHandler | None
+
+
+class SessionExpired(UpstreamError):
+    """The backend answered 404 to our session id; a second one in a row is UNAVAILABLE."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(FailureReason.UNAVAILABLE, f"{backend}: backend session expired (HTTP 404)")
