@@ -1,7 +1,7 @@
 """Running the HTTP gateway: event loop, listening socket, signals, graceful drain, workers.
 
 Shutdown on the first SIGTERM/SIGINT (a second one forces the exit, status 1):
-1. readiness turns false at once (`app[DRAINING]`), so load balancers stop sending traffic;
+1. readiness turns false at once (`Readiness.start_draining`), so load balancers stop sending traffic;
    the socket stays open meanwhile so probes see the 503 and in-flight calls can finish;
    replies get `Connection: close` so keep-alive clients reconnect elsewhere;
 2. once no request is in flight (GET streams aside), or `server.shutdown_grace_seconds`
@@ -33,7 +33,6 @@ from gateway import keys, lifecycle
 from gateway.app import create_app
 from gateway.components import kill_children
 from gateway.config import Config, ServerConfig
-from gateway.health import DRAINING
 from gateway.logs import EventLog, configure_logging
 
 log = structlog.get_logger("gateway")
@@ -182,7 +181,7 @@ async def _listen(runner: web.AppRunner, server: ServerConfig, reuse_port: bool)
 async def _drain(app: web.Application, tracker: RequestTracker, signals: lifecycle.ShutdownSignals,
                  grace: float) -> None:
     """Not ready from now on; wait for the requests in flight, up to the grace (or a forced stop)."""
-    app[DRAINING] = True
+    app[keys.READINESS].start_draining()
     tracker.draining = True
     log.info("gateway_draining", in_flight=tracker.active, grace_seconds=grace)
     idle = await lifecycle.wait_unless(tracker.wait_idle(), cancel_on=signals.forced, timeout=grace)

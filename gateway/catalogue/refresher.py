@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, Tool, VersionHash, merge
+from gateway.catalogue.states import BackendStates
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
 from gateway.config import BackendConfig, Config, TenantConfig
@@ -58,6 +59,7 @@ class CatalogueService:
         self.views = ViewCache(page_size=config.catalogue.page_size,
                                on_lookup=metrics.cache_lookup if metrics else None)
         self.ready = asyncio.Event()
+        self.states = BackendStates()  # one log line per backend state change
         self.last_refresh: dict[str, float] = {}
         self._listeners: list[CatalogueListener] = []
         self._refreshing: dict[tuple[str, bool], asyncio.Task[None]] = {}
@@ -180,8 +182,9 @@ class CatalogueService:
         current = self.current.snapshots.get(backend)
         if current is not None and _same(current, snapshot):
             return
+        self.states.observe(backend, snapshot.status)  # this replica's view of the backend changed
         if self.metrics is not None:
-            self.metrics.snapshot_adopted(snapshot)  # this replica's view of the backend changed
+            self.metrics.snapshot_adopted(snapshot)
         await self._install({**self.current.snapshots, backend: snapshot})
 
     async def _fetch_and_save(self, backend: str) -> None:
@@ -202,6 +205,7 @@ class CatalogueService:
                 log.info("catalogue_refreshed", backend=backend, tools=len(tools),
                          version=snapshot.version,
                          duration_ms=round((time.perf_counter() - started) * 1000, 2))
+        self.states.observe(backend, snapshot.status)
         if self.metrics is not None:
             self.metrics.catalogue_refreshed(snapshot)
         self.last_refresh[backend] = self.clock()

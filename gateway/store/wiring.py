@@ -80,12 +80,13 @@ class SharedRateLimiter:
 async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -> AsyncIterator[SharedState]:
     """The shared state for this process, running until the context ends."""
     if not config.store.redis_url:
-        yield SharedState(MemorySnapshotStore(), MemorySessionStore(), MemoryRateLimiter())
+        sessions = MemorySessionStore(on_count=metrics.sessions_observed if metrics is not None else None)
+        yield SharedState(MemorySnapshotStore(), sessions, MemoryRateLimiter())
         return
     redis = create_client(config.store.redis_url)
     health = StoreHealth(name=redacted(config.store.redis_url),
                          on_change=metrics.store_observed if metrics is not None else None)
-    state = _redis_state(config, redis, health)
+    state = _redis_state(config, redis, health, metrics)
     try:
         await _start(state, redis, health)
         yield state
@@ -95,12 +96,13 @@ async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -
         await close_client(redis)
 
 
-def _redis_state(config: Config, redis: Any, health: StoreHealth) -> SharedState:
+def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metrics | None) -> SharedState:
     prefix = config.store.key_prefix
     events = EventBus(redis, channel=f"{prefix}events", health=health)
     snapshots = RedisSnapshotStore(redis, key_prefix=prefix, backends=[b.name for b in config.backends],
                                    health=health, events=events, ttl_seconds=snapshot_ttl(config))
-    sessions = RedisSessionStore(redis, key_prefix=prefix, health=health, events=events)
+    sessions = RedisSessionStore(redis, key_prefix=prefix, health=health, events=events,
+                                 on_count=metrics.sessions_observed if metrics is not None else None)
     limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
     return SharedState(snapshots, sessions, limiter, health=health, events=events, required=config.store.required,
                        runners=[events.run, sessions.run, lambda: health.watch(redis.ping)])

@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from backend_fixtures import REPO_ROOT, free_port
 from conftest import RawClient, StartGateway, make_config, make_token, stdio_backend
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry
 
-from gateway.metrics import LATENCY_BUCKETS, MAX_AUTH_REASONS, Metrics, exemplar
+from gateway.metrics import MAX_AUTH_REASONS, Metrics, exemplar
 from observability.helpers import sample, samples_of, scrape
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,7 +77,7 @@ def test_label_values_are_bounded() -> None:
 MULTIPROCESS_SCRIPT = """
 import json, os, sys
 from prometheus_client import CollectorRegistry, multiprocess
-from gateway.metrics import Metrics, multiprocess_dir_from_env
+from gateway.metrics import Metrics, multiprocess_dir_from_env, render
 
 def metrics():
     return Metrics(registry=CollectorRegistry(), tenants=["acme"], backends=["calc"],
@@ -97,7 +97,7 @@ for calls in (2, 3):  # two workers, each serving some requests and holding some
     os.waitpid(pid, 0)
     children.append(pid)
 multiprocess.mark_process_dead(children[1])  # the second worker exited: its live gauges go
-body, content_type = metrics().render("")
+body, content_type = render(metrics(), "")
 print(json.dumps({"content_type": content_type, "body": body.decode()}))
 """
 
@@ -124,27 +124,26 @@ def test_multiprocess_needs_the_variable_before_prometheus_client_loads(
 
 
 def test_exemplars_are_kept_once_per_bucket_per_interval() -> None:
-    from gateway.metrics import EXEMPLAR_INTERVAL, _Pending
+    from gateway.metrics.batch import EXEMPLAR_INTERVAL, Family, Totals
 
     now = [100.0]
     registry = CollectorRegistry()
-    metric = Histogram("h", "h", ("route",), registry=registry, buckets=LATENCY_BUCKETS)
-    pending = _Pending(clock=lambda: now[0])
+    family = Family("h", "h", ("route",), "histogram")
+    totals = Totals([family], clock=lambda: now[0])
+    registry.register(totals)
 
     def exemplar_ids() -> dict[tuple[str, str], str]:
         return {(s.labels["route"], s.labels["le"]): s.exemplar.labels["request_id"]
                 for m in registry.collect() for s in m.samples if s.exemplar}
 
-    pending.observe((metric, "a"), 0.003, "r1")
-    pending.observe((metric, "a"), 0.004, "r2")  # same bucket (<= 5 ms), same second: counted, no exemplar
-    pending.observe((metric, "a"), 0.2, "r3")  # another bucket: a slow outlier still gets its exemplar
-    pending.observe((metric, "b"), 0.003, "r4")  # another label child
+    totals.observe((family, "a"), 0.003, "r1")
+    totals.observe((family, "a"), 0.004, "r2")  # same bucket (<= 5 ms), same second: counted, no exemplar
+    totals.observe((family, "a"), 0.2, "r3")  # another bucket: a slow outlier still gets its exemplar
+    totals.observe((family, "b"), 0.003, "r4")  # another label child
     assert exemplar_ids() == {("a", "0.005"): "r1", ("a", "0.25"): "r3", ("b", "0.005"): "r4"}
     now[0] += EXEMPLAR_INTERVAL
-    pending.observe((metric, "a"), 0.004, "r5")
+    totals.observe((family, "a"), 0.004, "r5")
     assert exemplar_ids()[("a", "0.005")] == "r5"
-    assert registry.get_sample_value("h_count", {"route": "a"}) == 3  # r2 waits for the flush
-    pending.flush()
     assert registry.get_sample_value("h_count", {"route": "a"}) == 4  # exemplars or not, all counted
     assert registry.get_sample_value("h_bucket", {"route": "a", "le": "0.005"}) == 3
     assert registry.get_sample_value("h_sum", {"route": "a"}) == pytest.approx(0.211)

@@ -11,7 +11,6 @@ from conftest import READY_TIMEOUT, make_config, stdio_backend
 
 from gateway import health, keys
 from gateway.app import create_app
-from gateway.health import DRAINING, add_readiness_check
 from observability.helpers import registry_of, value
 
 pytestmark = pytest.mark.timeout(60)
@@ -20,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 async def _start(aiohttp_server: Any, *checks: tuple[str, health.ReadinessCheck]) -> Any:
     app = create_app(make_config([stdio_backend("calc")]))
     for name, check in checks:
-        add_readiness_check(app, name, check)
+        app[keys.READINESS].add_check(name, check)
     server = await aiohttp_server(app)
     await asyncio.wait_for(app[keys.CATALOGUE].ready.wait(), READY_TIMEOUT)
     return server
@@ -65,5 +64,5 @@ async def test_each_failing_check_gives_its_reason(aiohttp_server: Any, monkeypa
 
 async def test_draining_is_not_ready(aiohttp_server: Any) -> None:
     server = await _start(aiohttp_server)
-    server.app[DRAINING] = True
+    server.app[keys.READINESS].start_draining()
     assert await _get(server, "/readyz") == (503, {"status": "not ready", "reasons": ["draining"]})
