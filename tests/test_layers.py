@@ -19,14 +19,16 @@ PACKAGE = "gateway"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.cli", "gateway.__main__"),
     ("gateway.supervisor",),  # forks workers, each of which runs one server
-    ("gateway.server",),  # one process: socket, signals, drain
+    ("gateway.server", "gateway.stdio_server"),  # one process: HTTP (socket, signals, drain), or stdio
     ("gateway.app",),  # assembles the aiohttp application
-    ("gateway.shared_state",),  # picks memory or Redis stores, including the transport's session store
-    ("gateway.admin", "gateway.transport.http", "gateway.transport.stdio"),  # transport adapters
-    ("gateway.transport", "gateway.keys"),  # the exchange core and its parts
-    ("gateway.components",),  # wires pool, catalogue, dispatcher, authenticator
-    ("gateway.auth", "gateway.tenancy", "gateway.ratelimit"),
+    ("gateway.shared_state", "gateway.components"),  # wiring: memory or Redis stores; pool, catalogue, dispatcher
+    ("gateway.admin",),
+    ("gateway.keys",),  # the aiohttp application's typed keys
+    ("gateway.transport.http", "gateway.transport.stdio"),  # transport adapters: bytes in and out
+    ("gateway.transport",),  # the exchange core and its parts (channels, sessions, streams, request log)
+    ("gateway.auth", "gateway.ratelimit"),
     ("gateway.dispatch",),
+    ("gateway.tenancy",),  # the request context and the tenant policy the dispatcher applies
     ("gateway.catalogue",),
     ("gateway.upstream",),
     ("gateway.store", "gateway.metrics", "gateway.logs", "gateway.health", "gateway.lifecycle"),
