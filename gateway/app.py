@@ -16,7 +16,7 @@ from gateway.health import Readiness, setup_health_routes
 from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
-from gateway.store.wiring import open_shared_state
+from gateway.shared_state import open_shared_state
 from gateway.transport.errors import setup_error_replies
 from gateway.transport.exchange import Exchange
 from gateway.transport.http import McpEndpoint

@@ -55,7 +55,7 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
         from gateway.lifecycle import share_metrics_between_processes
 
         share_metrics_between_processes()  # before the server's imports load prometheus_client
-    from gateway.server import serve
+    from gateway.supervisor import serve
 
     return serve(config, host=args.host, port=args.port, workers=args.workers)
 

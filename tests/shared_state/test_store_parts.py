@@ -25,10 +25,10 @@ from gateway.catalogue.store import (
 from gateway.config import ConfigError
 from gateway.config.redis_urls import StoreUrlError, check_store_url, parse_multi_host
 from gateway.ratelimit import MemoryRateLimiter
+from gateway.shared_state import NOT_READY_AFTER_SECONDS, NOT_READY_REASON, SharedState
 from gateway.store.client import create_client, uses_hiredis
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable, redacted
-from gateway.store.wiring import NOT_READY_AFTER_SECONDS, NOT_READY_REASON, SharedState
 from gateway.tenancy import Principal
 from gateway.transport.sessions import MemorySessionStore, RedisSessionStore
 from shared_state.conftest import needs_shared_redis
