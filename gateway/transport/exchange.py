@@ -3,7 +3,7 @@
 HTTP and stdio both drive an `Exchange`; they only move bytes and map errors to their own
 form (an HTTP status, or a JSON-RPC error line). Here, once for both:
 
-- `admit`: authenticate the caller, resolve its tenant, charge its rate limit;
+- `authenticate` the caller, then `admit` it: resolve its tenant, charge its rate limit;
 - `handle`: a message or a 2025-03-26 batch, run through the dispatcher. Requests run in the
   in-flight registry, so the client's `notifications/cancelled` stops them (and they get no
   reply); the client's responses go to the gateway's requests that wait for them;
@@ -64,15 +64,18 @@ class Exchange:
 
     # ---------------------------------------------------------------- admission
 
-    async def admit(self, credentials: Credentials, data: Any) -> Caller:
-        """Authenticate (401), resolve the tenant (403) and charge its rate limit (429)."""
-        principal = await self.authenticator.authenticate(credentials, data)
+    async def authenticate(self, credentials: Credentials, data: Any) -> Principal:
+        """Who is asking (401 when nobody we know); `params.token` is stripped from `data`."""
+        return await self.authenticator.authenticate(credentials, data)
+
+    async def admit(self, principal: Principal) -> TenantConfig:
+        """The principal's tenant (403 when unknown), charged one request of its rate limit (429)."""
         tenant = resolve_tenant(principal, self.tenants)
         if tenant.rate_limit is not None and self.rate_limiter is not None:
             allowed, retry_after = await self.rate_limiter.check(tenant.name, tenant.rate_limit)
             if not allowed:
                 raise RateLimited("Too Many Requests", headers={"Retry-After": retry_after_header(retry_after)})
-        return principal, tenant
+        return tenant
 
     # ---------------------------------------------------------------- messages
 

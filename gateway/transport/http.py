@@ -141,9 +141,8 @@ class McpEndpoint:
 
     async def _admit(self, request: web.Request, data: Any) -> Caller:
         """Every request is authenticated, its tenant must exist (403) and be within its rate (429)."""
-        caller = await self.exchange.admit(HttpCredentials(request, self.config), data)
-        request[PRINCIPAL] = caller[0]
-        return caller
+        principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
+        return principal, await self.exchange.admit(principal)
 
     async def _session(self, request: web.Request, principal: Principal) -> Session:
         """The request's session; missing → 400, unknown, ended or someone else's → 404."""

@@ -118,7 +118,8 @@ class StdioClient:
         ctx: RequestContext | None = None
         try:
             data = jsonrpc.loads(line)
-            principal, tenant = await self.exchange.admit(self.credentials, data)
+            principal = await self.exchange.authenticate(self.credentials, data)
+            tenant = await self.exchange.admit(principal)
             ctx = RequestContext(principal, tenant, request_id, self.protocol_version, channel=self.channel)
             reply = await self.exchange.handle(data, ctx)
             self._observe(data)
