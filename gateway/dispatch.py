@@ -14,7 +14,7 @@ import structlog
 
 from gateway.catalogue.refresher import CatalogueService
 from gateway.config import Config
-from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound
+from gateway.errors import BackendError, FailureReason, GatewayError, InternalError, InvalidParams, MethodNotFound
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext, upstream_headers
@@ -136,8 +136,7 @@ class Dispatcher:
         except UpstreamError as exc:
             log.warning("backend_call_failed", backend=backend_name, reason=exc.reason,
                         error=str(exc), request_id=ctx.request_id)
-            reason = exc.reason if exc.reason in BackendError.REASONS else "unavailable"
-            raise BackendError(backend_name, reason) from exc
+            raise BackendError(backend_name, exc.reason) from exc
         finally:
             if self.metrics is not None:
                 self.metrics.upstream_done(backend_name, spec.TOOLS_CALL, time.perf_counter() - started)
@@ -152,9 +151,9 @@ def _encoded(backend: str, value: Any, ctx: RequestContext) -> orjson.Fragment:
 
 
 def _bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
-    log.warning("backend_call_failed", backend=backend, reason="bad_response", error=detail,
+    log.warning("backend_call_failed", backend=backend, reason=FailureReason.BAD_RESPONSE, error=detail,
                 request_id=ctx.request_id)
-    return BackendError(backend, "bad_response", detail)
+    return BackendError(backend, FailureReason.BAD_RESPONSE, detail)
 
 
 def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:
@@ -175,4 +174,4 @@ class _PassThrough(Exception):
 def _outcome(exc: GatewayError) -> str:
     if isinstance(exc, BackendError):
         return exc.reason
-    return {-32601: "method_not_found", -32602: "invalid_params"}.get(exc.code, "error")
+    return {spec.METHOD_NOT_FOUND: "method_not_found", spec.INVALID_PARAMS: "invalid_params"}.get(exc.code, "error")

@@ -28,7 +28,7 @@ handler becomes an HTTP reply; foreign exceptions are translated where they ente
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 from gateway.protocol import spec
 
@@ -86,8 +86,6 @@ class InternalError(GatewayError):
 
 class BackendError(InternalError):
     """A backend could not answer; the message names it, `data.reason` says why."""
-
-    REASONS: ClassVar[frozenset[str]] = frozenset(FailureReason)
 
     def __init__(self, backend: str, reason: FailureReason | str, detail: str = "") -> None:
         reason = FailureReason(reason)  # ValueError for a reason outside the tree

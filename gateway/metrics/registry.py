@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Gauge, values
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from gateway.config import Config
+from gateway.errors import FailureReason
 from gateway.metrics.batch import Batch, Deferred, Family, Totals
 from gateway.protocol import spec
 
@@ -47,8 +48,7 @@ BATCH = "batch"
 MAX_AUTH_REASONS = 32
 """Auth failure reasons come from code, but a cap keeps a bug from exploding the series."""
 
-SERVER_ERROR_OUTCOMES = frozenset({"error", "timeout", "unavailable", "circuit_open", "overloaded",
-                                   "bad_response"})
+SERVER_ERROR_OUTCOMES = frozenset({"error", *FailureReason})
 """Outcomes that are the gateway's or a backend's failure (not the client's, not the tool's)."""
 
 REQUESTS = Family("mcpgw_requests_total", "MCP requests by JSON-RPC method, tenant and outcome.",
