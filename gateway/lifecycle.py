@@ -43,7 +43,7 @@ def run(main: Coroutine[Any, Any, int]) -> int:
 GC_YOUNG_THRESHOLD = 20_000
 """Allocations between young collections (CPython's default is 700). A request allocates a
 few hundred short-lived objects that reference counting frees anyway; at the default the
-collector ran every couple of requests and took about 5% of the gateway's CPU under load."""
+collector ran every couple of requests, a visible share of the CPU under load (bench/FIGURES.md)."""
 
 
 def settle_garbage_collector() -> None:

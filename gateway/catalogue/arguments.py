@@ -1,8 +1,7 @@
 """Checking `tools/call` arguments against the tool's `inputSchema`.
 
 Two validators per schema, for speed without new wording: jsonschema-rs answers "valid?"
-in under a microsecond (python-jsonschema took ~17 µs for a three-property object, about
-5% of the gateway's CPU per call); python-jsonschema runs only for invalid arguments, to
+many times faster than python-jsonschema (bench/FIGURES.md); python-jsonschema runs only for invalid arguments, to
 pick the most relevant error (`best_match`) and word it as users already know.
 
 A schema that is missing, not a schema, or that cannot be evaluated (an unresolvable

@@ -2,7 +2,7 @@
 
 A backend call's deadline is usually far off (30 s by default) and the call ends long before
 it, so `asyncio.timeout_at` makes a timer for every call only to cancel it a millisecond later
-(1.5% of a tools/call's instructions). Here a call enters an unarmed `asyncio.timeout(None)`
+(a measurable cost, bench/FIGURES.md). Here a call enters an unarmed `asyncio.timeout(None)`
 and is watched; one sweep every SWEEP_SECONDS arms the timer of each call whose deadline comes
 before the sweep after next, at its exact deadline. Expiry, cancellation and the TimeoutError
 stay asyncio's own. A scope rescheduled meanwhile (progress extends a deadline) is armed

@@ -1,8 +1,7 @@
 """A lean HTTP/1.1 client for upstream MCP traffic: one keep-alive pool per backend.
 
-Why not aiohttp's `ClientSession`: on the tools/call path it cost about four times the CPU
-of this client per request (about 110 vs 27 µs, 32 concurrent tools/call against the bench
-stub on the 2-core CI machine), and it was the gateway's largest single cost. Streamable
+Why not aiohttp's `ClientSession`: on the tools/call path it cost several times the CPU of
+this client per request, and it was the gateway's largest single cost (bench/FIGURES.md). Streamable
 HTTP needs only a small part of HTTP: POST, GET and DELETE with a byte body; replies with
 Content-Length, chunked, or read-to-close bodies; streamed reading for SSE; TLS for
 https://. httptools (llhttp, the parser Node.js uses) does the parsing; this module does

@@ -2,7 +2,7 @@
 
 Every tools/call takes two of these (the backend's concurrency limit, then a pooled
 connection). `asyncio.Semaphore.acquire` is a coroutine that scans its waiters on every
-call, and it cost 2.4% of a call's instructions; here a free slot is `try_take()`, and only
+call, a measurable share of a call's instructions (bench/FIGURES.md); here a free slot is `try_take()`, and only
 a caller that must queue awaits `take()`. Waiters are served first come, first served; a
 slot handed to a waiter that is cancelled at that moment goes on to the next one.
 """
