@@ -12,6 +12,7 @@ from gateway.config import (
     ApiKeyConfig,
     Config,
     ConfigError,
+    HttpBackend,
     RateLimitConfig,
     ServerConfig,
     StdioBackend,
@@ -461,3 +462,35 @@ def test_the_config_objects_are_frozen() -> None:
     config = parse_config({}, {})
     with pytest.raises(AttributeError):
         config.server.port = 1  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- typed backends and nulls
+
+
+def test_each_transport_gets_its_own_backend_type_with_the_model_defaults() -> None:
+    config = parse_config({"backends": [http("search"), stdio("clock")]}, {})
+    assert config.backends == (
+        HttpBackend(name="search", namespace="search", url="http://search:8000/mcp"),
+        StdioBackend(name="clock", namespace="clock", command=("python", "-m", "clock")),
+    )
+    assert [b.transport for b in config.backends] == ["http", "stdio"]
+
+
+def test_keys_of_the_other_transport_are_accepted_and_ignored() -> None:
+    config = parse_config({"backends": [stdio("clock", url="http://x/mcp", headers={"X": "y"})]}, {})
+    assert config.backends[0] == StdioBackend(name="clock", namespace="clock", command=("python", "-m", "clock"))
+
+
+def test_null_means_none_where_none_is_the_default_and_empty_for_lists() -> None:
+    config = parse_config({"server": {"public_url": None, "allowed_origins": None}, "metrics": {"port": None}}, {})
+    assert (config.server.public_url, config.server.allowed_origins, config.metrics.port) == (None, (), None)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"server": {"port": None}}, "server.port: must be an integer"),
+    ({"server": {"host": None}}, "server.host: must be a string"),
+    ({"catalogue": {"validate_arguments": None}}, "catalogue.validate_arguments: must be true or false"),
+    ({"backends": [stdio("a", max_queue=None)]}, "backends[0].max_queue: must be an integer"),
+])
+def test_null_elsewhere_is_reported_as_a_value_of_the_wrong_kind(raw: dict[str, Any], message: str) -> None:
+    assert error_of(raw) == message
