@@ -93,11 +93,9 @@ class Totals:
             slots = self.timings[key] = [0.0] * (len(LATENCY_BUCKETS) + 2)
         slots[0] += seconds
         slots[bucket + 1] += 1
-        if request_id is not None:
-            self._sample(key, bucket, seconds, request_id, traceparent)
-
-    def _sample(self, key: Key, bucket: int, seconds: float, request_id: str, traceparent: str | None) -> None:
-        now, mark = self._clock(), (key, bucket)
+        if request_id is None:
+            return
+        now, mark = self._clock(), (key, bucket)  # inline: this runs for most observations
         if now >= self._next_exemplar.get(mark, 0.0):
             self._next_exemplar[mark] = now + EXEMPLAR_INTERVAL
             self.exemplars[mark] = Exemplar(exemplar(request_id, traceparent), seconds, time.time())
