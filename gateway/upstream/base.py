@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from gateway.config.model import BackendConfig, default_of
 from gateway.errors import FailureReason
 from gateway.protocol import spec
 
@@ -80,7 +81,7 @@ class Upstream(Protocol):
 
 # --- Helpers shared by the HTTP and stdio upstreams (added with them) ---------------
 
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_RESPONSE_BYTES: int = default_of(BackendConfig, "max_response_bytes")
 """Default cap on one backend message (HTTP body, SSE event, stdio line); more is bad_response."""
 
 

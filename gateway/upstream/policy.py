@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.config import BackendConfig
+from gateway.config.model import default_of
 from gateway.errors import FailureReason
 from gateway.protocol import spec
 from gateway.upstream.base import UpstreamError
@@ -31,10 +32,12 @@ RETRY_MAX_SECONDS = 1.0
 
 @dataclass(frozen=True, slots=True)
 class RoutePolicy:
-    max_concurrency: int = 100
-    max_queue: int = 1000
+    """A backend's limits as the routed upstream applies them; unset ones take the config's defaults."""
+
+    max_concurrency: int = default_of(BackendConfig, "max_concurrency")
+    max_queue: int = default_of(BackendConfig, "max_queue")
     max_call_seconds: float | None = None  # None: 10 x the call's timeout
-    retries: int = 2
+    retries: int = default_of(BackendConfig, "retries")
     circuit: CircuitPolicy = field(default_factory=CircuitPolicy)
 
     def cap(self, timeout: float) -> float:
