@@ -36,8 +36,8 @@ def configure_logging(config: LoggingConfig, *, stream: object = None) -> EventL
 
     JSON lines take one processor (`JsonLine`: level, timestamp, exception, render) and, on a
     binary stream, one write of the rendered bytes: every request writes a line, and structlog's
-    generic chain and locked writer were half of that line's cost. No contextvars merging:
-    nothing binds any.
+    generic chain and locked writer were a large share of that line's cost (bench/FIGURES.md).
+    No contextvars merging: nothing binds any.
     """
     out: Any = stream or sys.stdout
     console = config.format == "console" or (config.format == "auto" and sys.stderr.isatty())
@@ -90,7 +90,7 @@ def _capture_stdlib_logging(level: int) -> None:
 class UtcTimestamp:
     """structlog's `TimeStamper(fmt="iso", utc=True)`, with the date and time formatted once a second.
 
-    datetime's isoformat on every line was a quarter of the request line's cost.
+    datetime's isoformat on every line was a visible share of the request line's cost (bench/FIGURES.md).
     """
 
     def __init__(self) -> None:
@@ -155,7 +155,7 @@ class _LineWriterFactory:
 class EventLog:
     """The request line's way out: a ready event dict through structlog's configured processors
     and logger, without the bound logger's keyword plumbing (a dozen keyword fields through
-    structlog's wrapper, proxy and event copy were most of the line's cost, every request).
+    structlog's wrapper, proxy and event copy were much of the line's cost, every request).
 
     `configure_logging` returns one bound to what it configured; its processors list is
     structlog's own object, so `structlog.testing.capture_logs` sees these lines too. An

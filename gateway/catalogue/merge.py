@@ -21,7 +21,8 @@ TASK_SUPPORT_KEY = b'"taskSupport"'
 class Tool:
     """One backend tool, kept as compact JSON and decoded only when a field is needed.
 
-    A decoded tool costs about five times its JSON, and a catalogue holds thousands of them.
+    A decoded tool takes several times the memory of its JSON (bench/FIGURES.md), and a catalogue
+    holds thousands of them.
     `tail` is the object after its `name` member, so the renamed copy clients see shares it.
     """
 
