@@ -102,7 +102,8 @@ async def test_list_changed_reaches_the_client_only_once_it_is_initialized(stdio
     client, pipe = stdio
     note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     client.deliver({"acme"}, note)
-    feed(client, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    feed(client, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+         {"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert (await pipe.next())["id"] == 1  # nothing was sent before initialized
     client.deliver({"globex"}, note)
     client.deliver({"acme"}, note)
