@@ -39,6 +39,7 @@ class Dispatcher:
         self.catalogue = catalogue
         self.pool = pool
         self.list_changed = list_changed
+        self._backends = {backend.name: backend for backend in config.backends}  # looked up on every call
         self._methods: dict[str, Handler] = {
             spec.INITIALIZE: self._initialize,
             spec.PING: self._ping,
@@ -118,8 +119,7 @@ class Dispatcher:
         return _encoded(entry.backend, result, ctx)
 
     async def _forward(self, backend_name: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
-        backend = self.config.backend(backend_name)
-        assert backend is not None
+        backend = self._backends[backend_name]
         upstream = self.pool.get(backend_name)
         started = time.perf_counter()
         try:

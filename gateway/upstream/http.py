@@ -253,7 +253,7 @@ class HttpUpstream:
         if not 200 <= resp.status < 300:
             return await self._error_reply(resp, route.request_id)
         if resp.content_type == JSON:
-            return check_response(self.name, await self._body.json(resp), route.request_id)
+            return check_response(self.name, self._body.decode(await self._body.read(resp)), route.request_id)
         if resp.content_type == SSE:
             return await self._read_stream(resp, session, route)
         raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: HTTP {resp.status} {resp.content_type}")
@@ -262,7 +262,7 @@ class HttpUpstream:
         """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
         if resp.content_type == JSON:
             with suppress(UpstreamError):
-                message = check_response(self.name, await self._body.json(resp), request_id)
+                message = check_response(self.name, self._body.decode(await self._body.read(resp)), request_id)
                 if "error" in message:
                     return message
         raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: HTTP {resp.status}")

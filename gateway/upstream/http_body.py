@@ -25,9 +25,6 @@ class BoundedBody:
         self.backend = backend
         self.limit = limit
 
-    async def json(self, resp: Response) -> Any:
-        return self.decode(await self.read(resp))
-
     async def read(self, resp: Response) -> bytes:
         """The body, or BAD_RESPONSE as soon as it passes the limit."""
         if resp.content_length is not None:
