@@ -1,17 +1,18 @@
 """The Streamable HTTP upstream: MCP over POST (JSON or SSE replies).
 
-One pooled `HttpClient` (upstream/httpclient.py) per backend. Each `session_key` (a tenant, or "" for
-the gateway's own catalogue work) gets its own backend session: `Mcp-Session-Id`,
-negotiated protocol version, handshake done lazily and once. A 404 on a session means the
-backend forgot it (restart, idle expiry): the session is re-created and the request sent
-once more. For the gateway's own session a background GET stream listens for
+One pooled HTTP client (upstream/client.py: the builtin or aiohttp's) per backend, and one
+more of a single connection for the GET stream, so the stream never takes a call's
+connection. Each `session_key` (a tenant, or "" for the gateway's own catalogue work) gets
+its own backend session: `Mcp-Session-Id`, negotiated protocol version, handshake done
+lazily and once. A 404 on a session means the backend forgot it (restart, idle expiry): the
+session is re-created and the request sent once more. For the gateway's own session a background GET stream listens for
 `notifications/tools/list_changed`.
 
 Cancelling the task that awaits `request()` (or its timeout) sends the backend
 `notifications/cancelled` with the upstream id; callers never see upstream ids.
 
 Its parts: http_session.py (a backend session and its headers), http_body.py (replies read
-within max_response_bytes), http_listener.py (the GET stream), httpclient.py (the connections).
+within max_response_bytes), http_listener.py (the GET stream), clients.py (the connections).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing, suppress
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -56,10 +58,11 @@ from gateway.upstream.base import (
     restore_progress_token,
     swap_progress_token,
 )
+from gateway.upstream.client import TRANSPORT_ERRORS, BadReply, ClientOptions, ConnectFailed, HttpTransport, Response
+from gateway.upstream.clients import open_client
 from gateway.upstream.http_body import BoundedBody
 from gateway.upstream.http_listener import StreamListener
 from gateway.upstream.http_session import SESSION_HEADER_KEY, BackendSession, Route, SessionExpired
-from gateway.upstream.httpclient import TRANSPORT_ERRORS, ConnectFailed, HttpClient, Response
 
 CLOSE_TIMEOUT = 2.0
 """Seconds close() spends ending backend sessions (DELETE) before giving up."""
@@ -84,6 +87,8 @@ class HttpUpstream:
         protocol_version: str = LATEST_VERSION,
         client_info: Mapping[str, Any],
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        http_client: str = "builtin",
+        client_options: ClientOptions | None = None,
     ) -> None:
         self.name = name
         self._url = url
@@ -91,21 +96,26 @@ class HttpUpstream:
         self._max_connections = max_connections
         self._protocol_version = protocol_version
         self._client_info = dict(client_info)
-        self._http: HttpClient | None = None
+        self._http_client = http_client
+        self._client_options = client_options or ClientOptions()
+        self._http: HttpTransport | None = None
+        self._listen_http: HttpTransport | None = None
         self._sessions: dict[str, BackendSession] = {}
         self._handshake_locks: dict[str, asyncio.Lock] = {}
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
         self._list_changed = ListChangedCallbacks(self._tasks)
         self._body = BoundedBody(name, max_response_bytes)
-        self._stream = StreamListener(self._body, self._client, self._on_unasked)
+        self._stream = StreamListener(self._body, lambda: self._client(listener=True), self._on_unasked)
         self._listener: asyncio.Task[None] | None = None
 
     # --- the Upstream protocol ----------------------------------------------------------
 
     async def start(self) -> None:
         if self._http is None:  # no client timeouts: request() bounds each exchange with asyncio.timeout
-            self._http = HttpClient(self._url, max_connections=self._max_connections)
+            kind, url, options = self._http_client, self._url, self._client_options
+            self._http = open_client(kind, url, replace(options, max_connections=self._max_connections))
+            self._listen_http = open_client(kind, url, replace(options, max_connections=1))
 
     async def request(
         self,
@@ -136,7 +146,8 @@ class HttpUpstream:
 
     async def close(self) -> None:
         http, self._http = self._http, None
-        if http is None:
+        listen_http, self._listen_http = self._listen_http, None
+        if http is None or listen_http is None:
             return
         await self._tasks.cancel_all()
         sessions = [s for s in self._sessions.values() if s.session_id]
@@ -144,7 +155,7 @@ class HttpUpstream:
         with suppress(TimeoutError):
             async with asyncio.timeout(CLOSE_TIMEOUT):
                 await asyncio.gather(*(self._delete(http, s) for s in sessions), return_exceptions=True)
-        await http.close()
+        await asyncio.gather(http.close(), listen_http.close())
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -204,10 +215,11 @@ class HttpUpstream:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
 
-    def _client(self) -> HttpClient:
-        if self._http is None:
+    def _client(self, *, listener: bool = False) -> HttpTransport:
+        http = self._listen_http if listener else self._http
+        if http is None:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: upstream not started or closed")
-        return self._http
+        return http
 
     # --- one request --------------------------------------------------------------------
 
@@ -244,6 +256,8 @@ class HttpUpstream:
                                              consume)
         except ConnectFailed as exc:  # no connection, so not one byte of the request went out
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {exc}", sent=False) from exc
+        except BadReply as exc:
+            raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: {exc}") from exc
         except TRANSPORT_ERRORS as exc:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {exc}") from exc
 
@@ -357,7 +371,7 @@ class HttpUpstream:
         except TRANSPORT_ERRORS as exc:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: {type(exc).__name__}: {exc}") from exc
 
-    async def _delete(self, http: HttpClient, session: BackendSession) -> None:
+    async def _delete(self, http: HttpTransport, session: BackendSession) -> None:
         headers = session.post_headers(session.headers)
         await http.send("DELETE", headers, None, _status)
 

@@ -1,7 +1,7 @@
 """Reading one backend HTTP reply within `max_response_bytes`: a JSON body, or SSE events.
 
 Nothing is buffered past the limit: a body or an event that grows over it is BAD_RESPONSE
-at once. The error is raised inside HttpClient.send's callback, so the client closes the
+at once. The error is raised inside the client's `send` callback, so the client closes the
 connection with its unread rest.
 """
 
@@ -15,7 +15,7 @@ import orjson
 from gateway.errors import FailureReason
 from gateway.protocol.sse import SseDecoder, SseEvent
 from gateway.upstream.base import UpstreamError
-from gateway.upstream.httpclient import Response
+from gateway.upstream.client import Response
 
 
 class BoundedBody:

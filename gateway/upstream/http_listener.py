@@ -17,9 +17,9 @@ import structlog
 from gateway.protocol.spec import SSE
 from gateway.protocol.sse import SseDecoder, SseEvent
 from gateway.upstream.base import Backoff, JsonObject, UpstreamError
+from gateway.upstream.client import TRANSPORT_ERRORS, HttpTransport, Response
 from gateway.upstream.http_body import BoundedBody
 from gateway.upstream.http_session import BackendSession
-from gateway.upstream.httpclient import TRANSPORT_ERRORS, HttpClient, Response
 
 _log = structlog.get_logger("gateway.upstream")
 
@@ -29,7 +29,7 @@ MessageHandler = Callable[[BackendSession, JsonObject], None]
 class StreamListener:
     """Keeps one session's GET stream open and hands every decoded message to `on_message`."""
 
-    def __init__(self, body: BoundedBody, client: Callable[[], HttpClient], on_message: MessageHandler) -> None:
+    def __init__(self, body: BoundedBody, client: Callable[[], HttpTransport], on_message: MessageHandler) -> None:
         self._body = body
         self._client = client
         self._on_message = on_message
