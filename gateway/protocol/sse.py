@@ -3,13 +3,17 @@
 The decoder follows the WHATWG event-stream rules (lines end in CRLF, LF or CR; `data`
 lines accumulate; an empty line dispatches; a block without `data` lines dispatches
 nothing but still updates the last event id and the retry delay; MCP's priming event is
-an `id` with an empty `data`, dispatched with `data == ""`). It takes arbitrary byte
-chunks, so one event may be larger than any buffer limit of the HTTP client.
+an `id` with an empty `data`, dispatched with `data == ""`). The last event id moves only
+when its block ends, so a stream cut inside an event resumes with that event, not after it;
+a UTF-8 byte order mark opening the stream is dropped. It takes arbitrary byte chunks, so
+one event may be larger than any buffer limit of the HTTP client.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +30,10 @@ class SseDecoder:
     """Turns byte chunks into events; keeps `last_event_id` and `retry` for reconnects."""
 
     def __init__(self, *, last_event_id: str | None = None) -> None:
-        self.last_event_id = last_event_id
+        self.last_event_id = last_event_id  # of the last block completed: what a resume asks for
         self.retry: int | None = None
+        self._id = last_event_id  # set by `id:` lines, committed to last_event_id when the block ends
+        self._start: bytes | None = b""  # the stream's first bytes while a BOM may be among them
         self._partial: list[bytes] = []  # the unfinished line, in pieces: no quadratic copying
         self._skip_lf = False  # the last chunk ended in CR; an LF opening the next completes it
         self._data: list[str] = []
@@ -36,6 +42,8 @@ class SseDecoder:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Decode `chunk`; return the events it completes, in order."""
+        if self._start is not None:
+            chunk = self._without_bom(chunk)
         if not chunk:
             return []
         if self._skip_lf and chunk.startswith(b"\n"):
@@ -56,8 +64,19 @@ class SseDecoder:
 
     def reconnected(self) -> None:
         """Drop a half-received event; keep `last_event_id` and `retry` for the new stream."""
-        self._partial, self._skip_lf = [], False
+        self._partial, self._skip_lf, self._start = [], False, b""
         self._data, self._event, self._block_retry = [], "", None
+        self._id = self.last_event_id
+
+    def _without_bom(self, chunk: bytes) -> bytes:
+        """`chunk` without the BOM that may open the stream (held back while it may be one)."""
+        assert self._start is not None
+        head = self._start + chunk
+        if len(head) < len(BOM) and BOM.startswith(head):
+            self._start = head
+            return b""
+        self._start = None
+        return head.removeprefix(BOM)
 
     def _line(self, line: str) -> SseEvent | None:
         if not line:
@@ -74,13 +93,14 @@ class SseDecoder:
         elif name == "event":
             self._event = value
         elif name == "id" and "\0" not in value:
-            self.last_event_id = value
+            self._id = value
         elif name == "retry" and value.isdigit():
             self.retry = self._block_retry = int(value)
 
     def _dispatch(self) -> SseEvent | None:
         data, event, retry = self._data, self._event, self._block_retry
         self._data, self._event, self._block_retry = [], "", None
+        self.last_event_id = self._id
         if not data:
             return None
         return SseEvent("\n".join(data), event or "message", self.last_event_id, retry)

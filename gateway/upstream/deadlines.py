@@ -12,6 +12,7 @@ already and left alone.
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 
 SWEEP_SECONDS = 0.5
 """How often the watched deadlines are looked at (only while there are some)."""
@@ -38,12 +39,18 @@ class Deadlines:
         self._watched.pop(scope, None)
 
     def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            self._arm_due(loop)
+        finally:  # whatever went wrong with one scope, later deadlines are still armed
+            if self._watched:
+                loop.call_later(self._sweep_seconds, self._sweep, loop)
+            else:
+                self._sweeping = False
+
+    def _arm_due(self, loop: asyncio.AbstractEventLoop) -> None:
         horizon = loop.time() + 2 * self._sweep_seconds
         for scope in [scope for scope, when in self._watched.items() if when <= horizon]:
             when = self._watched.pop(scope)
             if scope.when() is None:  # not armed by a reschedule meanwhile
-                scope.reschedule(when)
-        if self._watched:
-            loop.call_later(self._sweep_seconds, self._sweep, loop)
-        else:
-            self._sweeping = False
+                with suppress(RuntimeError):  # exited without `forget`: nothing is left to expire
+                    scope.reschedule(when)

@@ -79,3 +79,31 @@ def test_encoded_events_decode_to_the_same_data_however_the_bytes_are_cut(payloa
     chunks = [stream[a:b] for a, b in itertools.pairwise(points)]
     expected = [p.replace("\r\n", "\n").replace("\r", "\n") for p in payloads]
     assert [event.data for event in decode(*chunks)] == expected
+
+
+def test_the_last_event_id_advances_only_when_its_event_completes() -> None:
+    """Issue 16 item 9: a stream cut inside an event resumes from the event before it, not after it."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"id: e1\ndata: first\n\n") == [SseEvent("first", id="e1")]
+    assert decoder.feed(b"id: e2\ndata: {\"half\":") == []
+    assert decoder.last_event_id == "e1"  # e2 never completed: resuming must ask for it again
+    decoder.reconnected()
+    assert decoder.last_event_id == "e1"
+    assert decoder.feed(b"id: e2\ndata: whole\n\n") == [SseEvent("whole", id="e2")]
+    assert decoder.last_event_id == "e2"
+
+
+def test_an_id_without_data_still_counts_once_its_block_ends() -> None:
+    """Issue 16 item 9: MCP's priming event (an id, empty data) moves the id at its blank line."""
+    decoder = SseDecoder()
+    decoder.feed(b"id: p1\n")
+    assert decoder.last_event_id is None
+    decoder.feed(b"\n")
+    assert decoder.last_event_id == "p1"
+
+
+def test_a_leading_byte_order_mark_is_ignored_even_split() -> None:
+    """Issue 16 item 9: a UTF-8 BOM before the first field must not hide the first event."""
+    assert decode(b"\xef\xbb\xbfid: 1\ndata: a\n\n") == [SseEvent("a", id="1")]
+    assert decode(b"\xef", b"\xbb", b"\xbfdata: b\n\n") == [SseEvent("b")]
+    assert decode(b"data: c\n\n\xef\xbb\xbfdata: d\n\n")[0] == SseEvent("c")  # only at the very start

@@ -83,3 +83,14 @@ async def test_a_cancelled_call_is_cancelled_not_timed_out() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_sweep_that_raises_once_still_arms_later_deadlines() -> None:
+    """Issue 16 item 11: a scope that cannot be rescheduled (exited without `forget`) must not end the sweeps."""
+    deadlines, loop = Deadlines(SWEEP), asyncio.get_running_loop()
+    async with asyncio.timeout(None) as exited:
+        pass
+    deadlines.watch(exited, loop.time() + 0.5, loop)  # a caller that forgot to `forget`: reschedule raises
+    await asyncio.sleep(SWEEP * 2.5)  # the sweep that meets it has run
+    elapsed = await _sleep_under(deadlines, 0.7, 10)
+    assert 0.7 <= elapsed < 0.7 + LATE
