@@ -104,13 +104,13 @@ async def scripted() -> AsyncIterator[Callable[[Script], Awaitable[str]]]:
         await server.wait_closed()
 
 
-async def read_head(reader: asyncio.StreamReader) -> bytes:
+async def read_head(reader: asyncio.StreamReader, *, keep_body: bool = False) -> bytes:
+    """Read one request; return its head (and its body after the head, with `keep_body`)."""
     head = await reader.readuntil(b"\r\n\r\n")
     length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                    if line.lower().startswith(b"content-length:")), 0)
-    if length:
-        await reader.readexactly(length)
-    return head
+    body = await reader.readexactly(length) if length else b""
+    return head + body if keep_body else head
 
 
 MakeClient = Callable[..., HttpTransport]
