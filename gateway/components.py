@@ -47,7 +47,8 @@ class Components:
 def build_components(config: Config, *, list_changed: bool, store: SnapshotStore | None = None,
                      metrics: Metrics | None = None) -> Components:
     """Wire the core from a config; nothing runs until `start()`. `metrics` is the app's, if any."""
-    pool = UpstreamPool(config.backends, on_circuit_change=metrics.circuit_observed if metrics else None)
+    pool = UpstreamPool(config.backends, on_circuit_change=metrics.circuit_observed if metrics else None,
+                        http_client=config.upstream.http_client)
     catalogue = CatalogueService(config=config, pool=pool, store=store or MemorySnapshotStore(), metrics=metrics)
     dispatcher = Dispatcher(config=config, catalogue=catalogue, pool=pool, list_changed=list_changed,
                             metrics=metrics)

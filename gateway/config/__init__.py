@@ -10,6 +10,7 @@ one `ConfigError` naming the offending key path, e.g. `backends[1].url: required
     environment.py  ${VAR} expansion and MCPGW_ overrides
     reader.py       typed reading of one mapping, errors with key paths
     sections.py     one builder per section, and the checks across sections
+    backend_http.py what an HTTP backend's URL and TLS files must be, and which clients exist
     redis_urls.py   the store.redis_url forms (pure; the store's client parses with it too)
 """
 
@@ -33,6 +34,8 @@ from gateway.config.model import (
     StdioBackend,
     StoreConfig,
     TenantConfig,
+    TlsConfig,
+    UpstreamConfig,
 )
 from gateway.config.reader import ConfigError
 
@@ -40,5 +43,5 @@ __all__ = [
     "DEFAULT_CONFIG", "AdminConfig", "ApiKeyConfig", "AuthConfig", "Backend", "BackendConfig", "CatalogueConfig",
     "CircuitConfig", "Config", "ConfigError", "HttpBackend", "JwtConfig", "LoggingConfig", "MetricsConfig",
     "RateLimitConfig", "ResourceMetadataConfig", "ServerConfig", "StdioBackend", "StoreConfig", "TenantConfig",
-    "load_config", "parse_config",
+    "TlsConfig", "UpstreamConfig", "load_config", "parse_config",
 ]

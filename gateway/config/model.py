@@ -35,6 +35,7 @@ class JwtConfig:
     issuer: str | None = None
     audience: str | None = None
     leeway_seconds: float = 30.0
+    jwks_cache_seconds: float = 300.0  # fetched keys are trusted this long (a removed key stops working)
     tenant_claim: str = "tenant"
     subject_claim: str = "sub"
     scope_claim: str = "scope"
@@ -108,6 +109,15 @@ class BackendConfig:
         return self.max_call_seconds if self.max_call_seconds is not None else 10 * self.timeout_seconds
 
 
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """Per-backend TLS: a CA bundle to trust instead of the system's, and a client certificate (mTLS)."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None  # None: the key is in cert_file
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpBackend(BackendConfig):
     """A backend reached over Streamable HTTP."""
@@ -117,6 +127,10 @@ class HttpBackend(BackendConfig):
     headers: Mapping[str, str] = field(default_factory=dict)
     max_connections: int = 100
     identity_headers: bool = False  # send X-MCP-Tenant and X-MCP-Subject
+    # Connections (gateway.config.backend_http): TLS files, proxies from the environment, keep-alive idle limit.
+    tls: TlsConfig | None = None
+    proxy_from_env: bool = False
+    idle_seconds: float = 4.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +144,11 @@ class StdioBackend(BackendConfig):
 
 
 Backend = HttpBackend | StdioBackend
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    http_client: str = "builtin"  # which client talks to HTTP backends (gateway.config.backend_http.HTTP_CLIENTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +190,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     catalogue: CatalogueConfig = field(default_factory=CatalogueConfig)
     backends: tuple[Backend, ...] = ()
+    upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     tenants: Mapping[str, TenantConfig] = field(default_factory=dict)
     admin: AdminConfig = field(default_factory=AdminConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)

@@ -15,6 +15,11 @@ from gateway.config.model import default_of
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP token (RFC 9110 §5.1)."""
 HEADER_BREAK = re.compile(r"[\r\n\0]")
+FRAMING_HEADERS = frozenset((
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
+    "proxy-connection",
+))
+"""Headers the HTTP client writes itself: a configured copy would be sent twice or break the framing."""
 
 KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
               dict: "a mapping"}
@@ -126,6 +131,8 @@ class Section:
                 raise ConfigError(f"{self.where(key)}.{name}: not a valid HTTP header name")
             if HEADER_BREAK.search(value):
                 raise ConfigError(f"{self.where(key)}.{name}: line breaks and NUL are not allowed in a header value")
+            if name.lower() in FRAMING_HEADERS:
+                raise ConfigError(f"{self.where(key)}.{name}: set by the gateway's HTTP client, may not be configured")
         return headers
 
     def section(self, key: str, model: type | None = None) -> Section:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from gateway.config.backend_http import HTTP_CLIENTS, check_backend_url, check_jwks_url, tls_context
 from gateway.config.model import (
     AdminConfig,
     ApiKeyConfig,
@@ -25,6 +26,8 @@ from gateway.config.model import (
     StdioBackend,
     StoreConfig,
     TenantConfig,
+    TlsConfig,
+    UpstreamConfig,
 )
 from gateway.config.reader import ConfigError, Section, mapping
 from gateway.config.redis_urls import SCHEMES as STORE_SCHEMES
@@ -43,7 +46,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("auto", "json", "console")
 MAX_RETRIES = 5
 BACKEND_TYPES: dict[str, type[HttpBackend] | type[StdioBackend]] = {"http": HttpBackend, "stdio": StdioBackend}
-TRANSPORT_KEYS = {"http": ("url", "headers", "max_connections", "identity_headers"), "stdio": ("command", "env", "cwd")}
+TRANSPORT_KEYS = {"http": ("url", "headers", "max_connections", "identity_headers", "tls", "proxy_from_env",
+                           "idle_seconds"),
+                  "stdio": ("command", "env", "cwd")}
 """Keys of one transport; a backend of the other accepts and ignores them, as before the types were split."""
 
 
@@ -60,6 +65,7 @@ def build_config(root: Section) -> Config:
         auth=read(root.section("auth", AuthConfig), _auth),
         catalogue=read(root.section("catalogue", CatalogueConfig), _catalogue),
         backends=_backends(root),
+        upstream=read(root.section("upstream", UpstreamConfig), _upstream),
         tenants=_tenants(root),
         admin=read(root.section("admin", AdminConfig), lambda s: AdminConfig(scope=s.get("scope", str))),
         metrics=read(root.section("metrics", MetricsConfig), _metrics),
@@ -131,10 +137,13 @@ def _jwt(s: Section) -> JwtConfig:
         issuer=s.get("issuer", str),
         audience=s.get("audience", str),
         leeway_seconds=s.number("leeway_seconds"),
+        jwks_cache_seconds=s.number("jwks_cache_seconds", minimum=1.0),
         tenant_claim=s.get("tenant_claim", str),
         subject_claim=s.get("subject_claim", str),
         scope_claim=s.get("scope_claim", str),
     )
+    if jwt.jwks_url is not None:
+        _checked(s, "jwks_url", check_jwks_url, jwt.jwks_url)
     if any(not a.startswith("HS") for a in algorithms) and not (jwt.public_key_file or jwt.jwks_url):
         raise ConfigError(f"{s.where('public_key_file')}: required (or jwks_url) for {algorithms[0]}")
     if jwt.secret is not None and len(jwt.secret.encode()) < 32:
@@ -211,10 +220,41 @@ def _backend(s: Section) -> Backend:
 
 def _http_backend(s: Section, common: dict[str, Any]) -> HttpBackend:
     url = s.get("url", str)
-    if not (url or "").startswith(("http://", "https://")):
-        raise ConfigError(f"{s.where('url')}: required, an http:// or https:// URL")
+    _checked(s, "url", check_backend_url, url or "")
     return HttpBackend(url=url, headers=s.header_map("headers"), identity_headers=s.get("identity_headers", bool),
-                       max_connections=s.integer("max_connections", minimum=1), **common)
+                       max_connections=s.integer("max_connections", minimum=1), tls=_tls(s),
+                       proxy_from_env=s.get("proxy_from_env", bool),
+                       idle_seconds=s.number("idle_seconds", minimum=0.01), **common)
+
+
+def _tls(backend: Section) -> TlsConfig | None:
+    s = backend.section("tls", TlsConfig)
+    if not s.data:
+        return None
+    tls = read(s, lambda t: TlsConfig(ca_file=t.get("ca_file", str), cert_file=t.get("cert_file", str),
+                                      key_file=t.get("key_file", str)))
+    if tls.key_file is not None and tls.cert_file is None:
+        raise ConfigError(f"{s.where('cert_file')}: required with key_file")
+    try:
+        tls_context(tls)  # unreadable or malformed files fail here, not at the first call
+    except ValueError as exc:
+        raise ConfigError(f"{s.path}: {exc}") from None
+    return tls
+
+
+def _checked(s: Section, key: str, check: Callable[[str], None], value: str) -> None:
+    """Run a rule of gateway.config.backend_http on `value`, its complaint prefixed with the key path."""
+    try:
+        check(value)
+    except ValueError as exc:
+        raise ConfigError(f"{s.where(key)}: {exc}") from None
+
+
+def _upstream(s: Section) -> UpstreamConfig:
+    kind = s.get("http_client", str)
+    if kind not in HTTP_CLIENTS:
+        raise ConfigError(f"{s.where('http_client')}: must be one of {', '.join(HTTP_CLIENTS)}")
+    return UpstreamConfig(http_client=kind)
 
 
 def _stdio_backend(s: Section, common: dict[str, Any]) -> StdioBackend:
@@ -307,6 +347,9 @@ def _check_references(config: Config) -> None:
     for i, key in enumerate(config.auth.api_keys):
         if key.tenant not in config.tenants:
             raise ConfigError(f"auth.api_keys[{i}].tenant: unknown tenant {key.tenant!r}")
+    for i, backend in enumerate(config.backends):
+        if isinstance(backend, HttpBackend) and backend.proxy_from_env and config.upstream.http_client == "builtin":
+            raise ConfigError(f"backends[{i}].proxy_from_env: needs upstream.http_client: aiohttp")
     anonymous = config.auth.anonymous_tenant
     if anonymous is not None and anonymous not in config.tenants:
         raise ConfigError(f"auth.anonymous_tenant: unknown tenant {anonymous!r}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from gateway.config.backend_http import HTTP_CLIENTS
 from gateway.upstream.aiohttp_client import AiohttpClient
 from gateway.upstream.client import ClientOptions, HttpTransport
 from gateway.upstream.httpclient import HttpClient
 
-HTTP_CLIENTS = ("builtin", "aiohttp")
-"""builtin: the hand-written httptools client (default); aiohttp: aiohttp's, the reference."""
+__all__ = ["HTTP_CLIENTS", "open_client"]
 
 
 def open_client(kind: str, url: str, options: ClientOptions) -> HttpTransport:

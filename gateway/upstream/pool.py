@@ -11,7 +11,9 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from gateway.config import Backend, HttpBackend
+from gateway.config.backend_http import tls_context
 from gateway.upstream.base import Upstream
+from gateway.upstream.client import ClientOptions
 from gateway.upstream.http import HttpUpstream
 from gateway.upstream.policy import policy_for
 from gateway.upstream.routed import CircuitListener, RoutedUpstream
@@ -20,7 +22,7 @@ from gateway.upstream.stdio import StdioUpstream
 CLIENT_INFO = {"name": "mcp-gateway", "version": "0.1.0"}
 
 
-def make_upstream(backend: Backend) -> Upstream:
+def make_upstream(backend: Backend, *, http_client: str = "builtin") -> Upstream:
     if isinstance(backend, HttpBackend):
         return HttpUpstream(
             backend.name,
@@ -29,10 +31,21 @@ def make_upstream(backend: Backend) -> Upstream:
             max_connections=backend.max_connections,
             client_info=CLIENT_INFO,
             max_response_bytes=backend.max_response_bytes,
+            http_client=http_client,
+            client_options=client_options(backend),
         )
     return StdioUpstream(
         backend.name, command=stdio_command(backend.command), env=dict(backend.env), cwd=backend.cwd,
         client_info=CLIENT_INFO, max_line=backend.max_response_bytes,
+    )
+
+
+def client_options(backend: HttpBackend) -> ClientOptions:
+    """How the backend's HTTP client connects (its pool size is set by HttpUpstream)."""
+    return ClientOptions(
+        tls=tls_context(backend.tls) if backend.tls is not None else None,
+        proxy_from_env=backend.proxy_from_env,
+        idle_seconds=backend.idle_seconds,
     )
 
 
@@ -47,9 +60,11 @@ def stdio_command(command: Sequence[str]) -> list[str]:
 
 
 class UpstreamPool:
-    def __init__(self, backends: Sequence[Backend], *, on_circuit_change: CircuitListener | None = None) -> None:
+    def __init__(self, backends: Sequence[Backend], *, on_circuit_change: CircuitListener | None = None,
+                 http_client: str = "builtin") -> None:
         self._upstreams = {
-            b.name: RoutedUpstream(make_upstream(b), policy_for(b), on_circuit_change=on_circuit_change)
+            b.name: RoutedUpstream(make_upstream(b, http_client=http_client), policy_for(b),
+                                   on_circuit_change=on_circuit_change)
             for b in backends
         }
 

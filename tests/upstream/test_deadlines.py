@@ -89,7 +89,7 @@ async def test_a_sweep_that_raises_once_still_arms_later_deadlines() -> None:
     """Issue 16 item 11: a scope that cannot be rescheduled (exited without `forget`) must not end the sweeps."""
     deadlines, loop = Deadlines(SWEEP), asyncio.get_running_loop()
     async with asyncio.timeout(None) as exited:
-        pass
+        await asyncio.sleep(0)
     deadlines.watch(exited, loop.time() + 0.5, loop)  # a caller that forgot to `forget`: reschedule raises
     await asyncio.sleep(SWEEP * 2.5)  # the sweep that meets it has run
     elapsed = await _sleep_under(deadlines, 0.7, 10)
