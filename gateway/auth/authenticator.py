@@ -38,7 +38,9 @@ class Authenticator:
         self.clock = clock
         self.on_failure = on_failure or (lambda reason: None)
         self.api_keys = ApiKeyIndex(config.auth.api_keys)
-        jwks = JwksCache(config.auth.jwt.jwks_url) if config.auth.jwt.jwks_url else None
+        jwt_config = config.auth.jwt
+        jwks = (JwksCache(jwt_config.jwks_url, cache_seconds=jwt_config.jwks_cache_seconds)
+                if jwt_config.jwks_url else None)
         self.jwt = JwtVerifier(config.auth.jwt, jwks)
         self._cache: OrderedDict[bytes, Principal] = OrderedDict()
 

@@ -1,8 +1,14 @@
-"""A JWKS document fetched with aiohttp, cached, refetched on an unknown `kid` (rate-limited)."""
+"""A JWKS document fetched with aiohttp, cached for `cache_seconds`, refetched on an unknown `kid` (rate-limited).
+
+Keys expire with the cache: once it is older than `cache_seconds`, the next lookup refetches
+first, so a key the IdP removed stops working within that time. Keys whose `use` is not
+`sig` (encryption keys published in the same set) are never used to verify a signature.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 
@@ -16,14 +22,18 @@ MIN_REFETCH_SECONDS = 30.0
 """An unknown kid triggers at most one fetch this often, so forged kids cannot flood the IdP."""
 
 MAX_JWKS_BYTES = 512 * 1024
+CACHE_SECONDS = 300.0
+"""How long a fetched key set is trusted before the next lookup refetches it."""
 
 
 class JwksCache:
     def __init__(self, url: str, *, clock: Callable[[], float] = time.monotonic,
-                 min_refetch_seconds: float = MIN_REFETCH_SECONDS, timeout: float = 5.0) -> None:
+                 min_refetch_seconds: float = MIN_REFETCH_SECONDS, cache_seconds: float = CACHE_SECONDS,
+                 timeout: float = 5.0) -> None:
         self.url = url
         self.clock = clock
         self.min_refetch_seconds = min_refetch_seconds
+        self.cache_seconds = cache_seconds
         self.timeout = timeout
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_at: float | None = None
@@ -32,13 +42,22 @@ class JwksCache:
 
     async def get(self, kid: str | None) -> jwt.PyJWK | None:
         """The key for `kid` (or the only key when the token names none), or None."""
+        if self._expired():
+            await self._fetch_if(self._expired)
         key = self._find(kid)
         if key is None and self._may_fetch():
-            async with self._lock:
-                if self._find(kid) is None and self._may_fetch():
-                    await self._fetch()
+            await self._fetch_if(lambda: self._find(kid) is None and self._may_fetch())
             key = self._find(kid)
         return key
+
+    async def _fetch_if(self, needed: Callable[[], bool]) -> None:
+        """Fetch once, under the lock, if still `needed` (a concurrent caller may have fetched)."""
+        async with self._lock:
+            if needed():
+                await self._fetch()
+
+    def _expired(self) -> bool:
+        return self._fetched_at is not None and self.clock() - self._fetched_at >= self.cache_seconds
 
     def _find(self, kid: str | None) -> jwt.PyJWK | None:
         if kid is None:
@@ -57,7 +76,7 @@ class JwksCache:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         try:
-            keys = jwt.PyJWKSet.from_json((await self._download()).decode()).keys
+            keys = _signing_keys(await self._download())
         except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, AttributeError, KeyError,
                 jwt.PyJWTError) as exc:
             log.warning("jwks_fetch_failed", url=self.url, error=type(exc).__name__,
@@ -82,3 +101,10 @@ class JwksCache:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _signing_keys(document: bytes) -> list[jwt.PyJWK]:
+    """The keys of a JWKS document meant for signatures (`use` absent or "sig")."""
+    data = json.loads(document)
+    keys = [key for key in data["keys"] if key.get("use", "sig") == "sig"]
+    return jwt.PyJWKSet.from_dict({"keys": keys}).keys  # none usable: PyJWKSetError, the cached keys stay

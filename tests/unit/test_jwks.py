@@ -336,3 +336,40 @@ async def test_the_verifier_refuses_a_token_signed_by_another_key_under_a_known_
 
 async def test_the_verifier_is_enabled_by_a_jwks_cache(make_cache: MakeCache) -> None:
     assert jwks_verifier(make_cache()).enabled is True
+
+
+# ---------------------------------------------------------------- expiry and `use` (issue 16 item 10)
+
+
+async def test_cached_keys_expire_so_a_key_the_idp_removed_stops_working(
+        idp: tuple[Idp, str], make_cache: MakeCache, clock: Clock, keys: Keys) -> None:
+    """Issue 16 item 10: a removed key was accepted for ever; now only until the cache lifetime ends."""
+    cache = make_cache(cache_seconds=300.0)
+    assert kid_of(await cache.get("k1")) == "k1"
+    idp[0].keys = [jwk(keys.rsa2, "k2")]  # the IdP rotated k1 out
+    clock.now += 299
+    assert (kid_of(await cache.get("k1")), idp[0].hits) == ("k1", 1)
+    clock.now += 1
+    assert (await cache.get("k1"), idp[0].hits) == (None, 2)
+
+
+async def test_an_idp_outage_at_expiry_keeps_the_keys_and_does_not_hammer_it(
+        idp: tuple[Idp, str], make_cache: MakeCache, clock: Clock) -> None:
+    cache = make_cache(cache_seconds=300.0)
+    await cache.get("k1")
+    idp[0].status = 500
+    clock.now += 300
+    for _ in range(5):
+        assert kid_of(await cache.get("k1")) == "k1"
+    assert idp[0].hits == 2
+
+
+async def test_keys_not_meant_for_signatures_are_ignored(
+        idp: tuple[Idp, str], make_cache: MakeCache, keys: Keys) -> None:
+    """Issue 16 item 10: an encryption key in the same set never verifies a token."""
+    idp[0].keys = [jwk(keys.rsa1, "k1") | {"use": "enc"}, jwk(keys.rsa2, "k2"), jwk(keys.ec1, "e1")]
+    del idp[0].keys[2]["use"]  # no `use`: usable for signatures
+    cache = make_cache()
+    assert await cache.get("k1") is None
+    assert kid_of(await cache.get("k2")) == "k2"
+    assert kid_of(await cache.get("e1")) == "e1"
