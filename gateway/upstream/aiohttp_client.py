@@ -3,12 +3,15 @@
 Selected with `upstream.http_client: aiohttp`. aiohttp brings proxies from the environment
 (`trust_env`), happy eyeballs, idle-connection cleanup, decoding and head limits of its own;
 this module adds what the interface promises beyond them (the one retry of a stale reused
-connection for every method, not only idempotent ones; same-origin 307/308 only) and
-translates aiohttp's exceptions into the interface's at this one boundary.
+connection after a reset, for any method; same-origin 307/308 only) and translates aiohttp's
+exceptions into the interface's at this one boundary. Unlike the builtin client it cannot
+look at a pooled socket before reuse (aiohttp has no public way to), so a connection closed
+while the loop was busy fails a POST that the builtin client would have sent elsewhere.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +20,7 @@ import aiohttp
 
 from gateway.upstream.client import (
     ACCEPT_ENCODING,
+    IDEMPOTENT,
     MAX_FIELD_BYTES,
     MAX_HEADERS,
     USER_AGENT,
@@ -92,8 +96,9 @@ class AiohttpClient:
                     if response.status in REDIRECT_STATUSES:
                         return await self._redirect(method, response, headers, body, consume, redirected)
                     return await consume(AiohttpResponse(response))
-            except aiohttp.ServerDisconnectedError:
-                if attempt == 2 or not trace.reused or trace.answered:
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                stale = trace.reused and not trace.answered
+                if attempt == 2 or not (stale and (method in IDEMPOTENT or _reset(exc))):
                     raise
         raise AssertionError("unreachable")
 
@@ -125,6 +130,11 @@ class AiohttpClient:
             headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
             max_field_size=MAX_FIELD_BYTES, max_line_size=MAX_FIELD_BYTES, max_headers=MAX_HEADERS,
         )
+
+
+def _reset(exc: aiohttp.ClientError) -> bool:
+    """Whether the server reset the connection (its kernel had our request unread)."""
+    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE)
 
 
 async def _mark_reused(session: aiohttp.ClientSession, context: SimpleNamespace, params: Any) -> None:

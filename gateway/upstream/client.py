@@ -9,8 +9,13 @@ Rules both follow, so that a backend cannot break the gateway for everyone:
 - a reply head is bounded (MAX_HEADERS fields, MAX_FIELD_BYTES per field, MAX_HEAD_BYTES in
   all); past that the reply is `BadReply`;
 - 1xx interim replies are skipped; the final reply is the one handed over;
-- a reused keep-alive connection that closes before one byte of the reply came is retried
-  once on a fresh connection (the server closed it while idle: the request was not read);
+- a pooled connection the server has closed meanwhile is not used (the builtin client looks
+  at the socket before reusing it, even while a busy event loop has not noticed the close);
+- a reused connection that fails before one byte of the reply is retried once on a fresh one
+  when that cannot repeat work: for GET and DELETE, and for any method when the server reset
+  the connection (its kernel had our request unread). A reused connection closed cleanly
+  after the request went out is NOT retried for POST: the backend may have acted on it (a
+  tools/call is never sent twice);
 - a same-origin 307/308 is followed once; any other redirect is an error naming its Location;
 - gzip and deflate bodies are decoded (`Accept-Encoding` says so).
 """
@@ -36,6 +41,8 @@ MAX_HEAD_BYTES = 64 * 1024
 IDLE_SECONDS = 4.0
 """A pooled connection idle longer than this is closed. Below uvicorn's and Node's 5 s
 keep-alive; a server that closes sooner (gunicorn: 2 s) costs one transparent retry."""
+IDEMPOTENT = frozenset(("GET", "HEAD", "OPTIONS", "DELETE", "PUT"))
+"""Methods a client may repeat on its own (RFC 9110 §9.2.2)."""
 REDIRECTS = (307, 308)
 """The redirects that keep method and body, so a POST may follow them."""
 
@@ -46,6 +53,10 @@ class TransportFailed(Exception):
 
 class ConnectFailed(TransportFailed):
     """No connection could be opened: the request was never sent."""
+
+
+class ConnectionReset(TransportFailed):
+    """The server reset the connection (RST): data we sent was never read by its application."""
 
 
 class BadReply(TransportFailed):

@@ -9,13 +9,21 @@ replies, and applies flow control to the body.
 from __future__ import annotations
 
 import asyncio
+import select
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import cast
 
 import httptools
 
-from gateway.upstream.client import MAX_FIELD_BYTES, MAX_HEAD_BYTES, MAX_HEADERS, BadReply, TransportFailed
+from gateway.upstream.client import (
+    MAX_FIELD_BYTES,
+    MAX_HEAD_BYTES,
+    MAX_HEADERS,
+    BadReply,
+    ConnectionReset,
+    TransportFailed,
+)
 from gateway.upstream.decoding import decoded, needs_decoding
 
 HIGH_WATER = 256 * 1024
@@ -61,6 +69,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        self._socket: int | None = None  # its descriptor, for `closed_by_peer`
         self.idle_since = 0.0
         self.requests = 0  # sent on this connection so far: > 1 means it was reused
         self.received = False  # any byte of the current request's reply
@@ -82,6 +91,15 @@ class Connection(asyncio.Protocol):
     @property
     def usable(self) -> bool:
         return self.transport is not None and not self.transport.is_closing() and self._error is None
+
+    def closed_by_peer(self) -> bool:
+        """Whether the socket of this idle connection is readable: the server closed it (or sent
+        something unasked), though a busy event loop may not have run `eof_received` yet.
+        (Under TLS a late record could also wake it: that costs one new connection, nothing more.)"""
+        if self._socket is None:
+            return False
+        readable, _, _ = select.select((self._socket,), (), (), 0)
+        return bool(readable)
 
     def send(self, head: bytes, body: bytes | None) -> asyncio.Future[Response]:
         """Write one request; the future resolves when the final reply's headers are in."""
@@ -142,6 +160,8 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio subclasses
+        sock = transport.get_extra_info("socket")
+        self._socket = sock.fileno() if sock is not None else None
 
     def data_received(self, data: bytes) -> None:
         self.received = True
@@ -162,7 +182,12 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head is not None and self._head.done() and not self._complete and self._reads_to_close():
             self.on_message_complete()  # a body without length or chunking ends with the connection
-        self._fail(TransportFailed("connection closed by the backend" if exc is None else f"connection lost: {exc}"))
+        if exc is None:
+            self._fail(TransportFailed("connection closed by the backend"))
+        elif isinstance(exc, ConnectionResetError | BrokenPipeError):
+            self._fail(ConnectionReset(f"connection reset by the backend: {exc}"))
+        else:
+            self._fail(TransportFailed(f"connection lost: {exc}"))
 
     def _within_head_limit(self, data: bytes) -> bytes:
         """`data` while the head may still fit; past MAX_HEAD_BYTES, `BadReply` once the head is over it."""

@@ -25,10 +25,12 @@ import aiohappyeyeballs
 
 from gateway.upstream.client import (
     ACCEPT_ENCODING,
+    IDEMPOTENT,
     USER_AGENT,
     BadReply,
     ClientOptions,
     ConnectFailed,
+    ConnectionReset,
     Consume,
     T,
     Target,
@@ -71,7 +73,7 @@ class HttpClient:
             await self._slots.take()
         connection: Connection | None = None
         try:
-            connection, response = await self._request(head, body)
+            connection, response = await self._request(head, body, method in IDEMPOTENT)
             if response.status in REDIRECT_STATUSES:
                 connection, response = await self._redirected(connection, response, method, headers, body)
             return await consume(response)
@@ -94,17 +96,20 @@ class HttpClient:
 
     # --- one exchange ---------------------------------------------------------------------
 
-    async def _request(self, head: bytes, body: bytes | None) -> tuple[Connection, Response]:
-        """Send on a pooled connection; once more on a fresh one if it was stale.
+    async def _request(self, head: bytes, body: bytes | None, idempotent: bool) -> tuple[Connection, Response]:
+        """Send on a pooled connection; once more on a fresh one if it was stale and that is safe.
 
-        A reused connection that ends before one byte of the reply was closed by the server
-        while idle, before it read the request (keep-alive timeouts differ: gunicorn 2 s).
+        A reused connection that fails before one byte of the reply was most likely closed by
+        the server while idle (keep-alive timeouts differ: gunicorn 2 s). Repeating is safe for
+        an idempotent method, and after a reset (the server's kernel had the request unread);
+        a clean close after a POST went out may follow the backend acting on it.
         """
         connection = await self._connection()
         try:
             return connection, await self._sent(connection, head, body)
-        except TransportFailed:
-            if connection.requests == 1 or connection.received:
+        except TransportFailed as exc:
+            stale = connection.requests > 1 and not connection.received
+            if not (stale and (idempotent or isinstance(exc, ConnectionReset))):
                 raise
         connection = await self._connect()
         return connection, await self._sent(connection, head, body)
@@ -124,7 +129,7 @@ class HttpClient:
         self._busy.discard(connection)
         connection.close()  # its body is not worth reading
         path = redirect_path(self.target, response.status, response.headers.get("location"))
-        connection, response = await self._request(self._head(method, path, headers, body), body)
+        connection, response = await self._request(self._head(method, path, headers, body), body, method in IDEMPOTENT)
         if response.status in REDIRECT_STATUSES:
             connection.close()
             raise BadReply(f"HTTP {response.status} redirect to {response.headers.get('location')} after a "
@@ -147,7 +152,8 @@ class HttpClient:
         now = asyncio.get_running_loop().time()
         while self._idle:
             connection = self._idle.pop()  # the most recent: the likeliest to be alive
-            if connection.usable and now - connection.idle_since < self._idle_seconds:
+            if connection.usable and now - connection.idle_since < self._idle_seconds \
+                    and not connection.closed_by_peer():
                 return connection
             connection.close()
         return await self._connect()
