@@ -347,9 +347,6 @@ def _check_references(config: Config) -> None:
     for i, key in enumerate(config.auth.api_keys):
         if key.tenant not in config.tenants:
             raise ConfigError(f"auth.api_keys[{i}].tenant: unknown tenant {key.tenant!r}")
-    for i, backend in enumerate(config.backends):
-        if isinstance(backend, HttpBackend) and backend.proxy_from_env and config.upstream.http_client == "builtin":
-            raise ConfigError(f"backends[{i}].proxy_from_env: needs upstream.http_client: aiohttp")
     anonymous = config.auth.anonymous_tenant
     if anonymous is not None and anonymous not in config.tenants:
         raise ConfigError(f"auth.anonymous_tenant: unknown tenant {anonymous!r}")

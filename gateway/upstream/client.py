@@ -131,6 +131,11 @@ class Target:
             authority += f":{parts.port}"
         return cls(url, host, port, path, authority, context)
 
+    @property
+    def host_port(self) -> str:
+        """host:port, the port always written (a CONNECT request's target)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
     def url_for(self, path: str) -> str:
         """The absolute URL of `path` on this target's origin."""
         return f"{'https' if self.tls else 'http'}://{self.authority}{path}"

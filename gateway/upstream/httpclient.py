@@ -38,6 +38,7 @@ from gateway.upstream.client import (
     redirect_path,
 )
 from gateway.upstream.connection import Connection, Response
+from gateway.upstream.proxy import Proxy
 from gateway.upstream.slots import Slots
 
 REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
@@ -49,12 +50,13 @@ class HttpClient:
     """Requests to one backend URL over at most `options.max_connections` pooled connections."""
 
     def __init__(self, url: str, options: ClientOptions) -> None:
-        if options.proxy_from_env:
-            raise ValueError("the builtin upstream client does not use proxies: set upstream.http_client: aiohttp")
         self.target = Target.parse(url, options.tls)
         self._idle_seconds = options.idle_seconds
+        self._proxy, self._proxy_error = self._proxy_from_env() if options.proxy_from_env else (None, None)
+        forward = self._proxy is not None and self.target.tls is None  # plain http: the proxy gets absolute URLs
+        self._origin = self.target.url_for("") if forward else ""
         self._fixed = f"HTTP/1.1\r\nHost: {self.target.authority}\r\nUser-Agent: {USER_AGENT}\r\n" \
-                      f"Accept-Encoding: {ACCEPT_ENCODING}\r\n"
+                      f"Accept-Encoding: {ACCEPT_ENCODING}\r\n{self._proxy.header_lines() if forward else ''}"
         self._slots = Slots(options.max_connections)
         self._idle: deque[Connection] = deque()  # oldest first
         self._busy: set[Connection] = set()
@@ -142,7 +144,7 @@ class HttpClient:
         if fields.count("\r") + fields.count("\n") != 2 * len(headers) or "\0" in fields:
             raise ValueError("invalid character in an upstream HTTP header")
         length = f"Content-Length: {len(body)}\r\n" if body is not None else ""
-        return f"{method} {path} {self._fixed}{fields}{length}\r\n".encode()
+        return f"{method} {self._origin}{path} {self._fixed}{fields}{length}\r\n".encode()
 
     # --- the pool -------------------------------------------------------------------------
 
@@ -179,19 +181,39 @@ class HttpClient:
             self._reaper = loop.call_at(self._idle[0].idle_since + self._idle_seconds, self._reap)
 
     async def _connect(self) -> Connection:
-        """A new connection; of several addresses, each gets a head start, then the next joins in."""
-        target, loop = self.target, asyncio.get_running_loop()
+        """A new connection (through the proxy, if any); TLS to the backend inside a proxy's tunnel."""
+        target, proxy, loop = self.target, self._proxy, asyncio.get_running_loop()
+        if self._proxy_error is not None:
+            raise ConnectFailed(self._proxy_error)
+        host, port = (proxy.host, proxy.port) if proxy else (target.host, target.port)
+        sock = await self._socket(host, port)
         try:
-            addresses = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-            sock = await aiohappyeyeballs.start_connection(addresses, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
-                                                           interleave=1)
-        except OSError as exc:
-            raise ConnectFailed(f"cannot connect: {exc}") from exc
-        try:
+            if proxy is not None and target.tls is not None:
+                await proxy.tunnel(sock, target)
             _, connection = await loop.create_connection(
                 Connection, sock=sock, ssl=target.tls, server_hostname=target.host if target.tls else None,
             )
+        except ConnectFailed:
+            sock.close()
+            raise
         except (OSError, ssl.SSLError) as exc:
             sock.close()
             raise ConnectFailed(f"cannot connect: {exc}") from exc
         return connection
+
+    async def _socket(self, host: str, port: int) -> socket.socket:
+        """A connected socket; of several addresses, each gets a head start, then the next joins in."""
+        loop = asyncio.get_running_loop()
+        try:
+            addresses = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            return await aiohappyeyeballs.start_connection(addresses, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
+                                                           interleave=1)
+        except OSError as exc:
+            raise ConnectFailed(f"cannot connect: {exc}") from exc
+
+    def _proxy_from_env(self) -> tuple[Proxy | None, str | None]:
+        """The environment's proxy for this backend, or why it cannot be used (then no request is sent)."""
+        try:
+            return Proxy.from_env(self.target), None
+        except ValueError as exc:
+            return None, str(exc)

@@ -50,11 +50,9 @@ def test_the_http_client_is_builtin_by_default_and_aiohttp_on_request() -> None:
     assert error_of({"upstream": {"http_client": "curl"}}) == "upstream.http_client: must be one of builtin, aiohttp"
 
 
-def test_proxies_from_the_environment_need_the_aiohttp_client() -> None:
-    assert error_of({"backends": [http(proxy_from_env=True)]}) == (
-        "backends[0].proxy_from_env: needs upstream.http_client: aiohttp")
-    config = parse_config({"backends": [http(proxy_from_env=True)], "upstream": {"http_client": "aiohttp"}}, {})
-    assert config.backends[0].proxy_from_env
+def test_proxies_from_the_environment_are_opt_in_per_backend() -> None:
+    config = parse_config({"backends": [http(proxy_from_env=True), http("other")]}, {})
+    assert [b.proxy_from_env for b in config.backends] == [True, False]  # type: ignore[union-attr]
 
 
 def test_tls_files_are_loaded_at_config_time(tmp_path: Path) -> None:
