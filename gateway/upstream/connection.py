@@ -69,7 +69,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self._socket: int | None = None  # its descriptor, for `closed_by_peer`
+        self._readable: select.poll | None = None  # its socket, for `closed_by_peer`
         self.idle_since = 0.0
         self.requests = 0  # sent on this connection so far: > 1 means it was reused
         self.received = False  # any byte of the current request's reply
@@ -96,10 +96,7 @@ class Connection(asyncio.Protocol):
         """Whether the socket of this idle connection is readable: the server closed it (or sent
         something unasked), though a busy event loop may not have run `eof_received` yet.
         (Under TLS a late record could also wake it: that costs one new connection, nothing more.)"""
-        if self._socket is None:
-            return False
-        readable, _, _ = select.select((self._socket,), (), (), 0)
-        return bool(readable)
+        return self._readable is not None and bool(self._readable.poll(0))
 
     def send(self, head: bytes, body: bytes | None) -> asyncio.Future[Response]:
         """Write one request; the future resolves when the final reply's headers are in."""
@@ -161,7 +158,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio subclasses
         sock = transport.get_extra_info("socket")
-        self._socket = sock.fileno() if sock is not None else None
+        if sock is not None:  # poll, not select: descriptors past 1024 are common on a busy gateway
+            self._readable = select.poll()
+            self._readable.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
         self.received = True
