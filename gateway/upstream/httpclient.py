@@ -99,37 +99,34 @@ class HttpClient:
     # --- one exchange ---------------------------------------------------------------------
 
     async def _request(self, head: bytes, body: bytes | None, idempotent: bool) -> tuple[Connection, Response]:
-        """Send on a pooled connection; once more on a fresh one if it was stale and that is safe.
-
-        A reused connection that fails before one byte of the reply was most likely closed by
-        the server while idle (keep-alive timeouts differ: gunicorn 2 s). Repeating is safe for
-        an idempotent method, and after a reset (the server's kernel had the request unread);
-        a clean close after a POST went out may follow the backend acting on it.
-        """
-        connection = await self._connection()
+        """Send on a pooled connection; once more on a fresh one if it was stale and that is safe."""
+        connection = self._pooled() or await self._connect()
         try:
             return connection, await self._sent(connection, head, body)
-        except TransportFailed as exc:
-            stale = connection.requests > 1 and not connection.received
-            if not (stale and (idempotent or isinstance(exc, ConnectionReset))):
+        except BaseException as exc:
+            self._drop(connection)
+            if not (isinstance(exc, TransportFailed) and _may_resend(connection, exc, idempotent)):
                 raise
         connection = await self._connect()
-        return connection, await self._sent(connection, head, body)
-
-    async def _sent(self, connection: Connection, head: bytes, body: bytes | None) -> Response:
-        self._busy.add(connection)
         try:
-            return await connection.send(head, body)
+            return connection, await self._sent(connection, head, body)
         except BaseException:
-            self._busy.discard(connection)
-            connection.close()
+            self._drop(connection)
             raise
+
+    def _sent(self, connection: Connection, head: bytes, body: bytes | None) -> asyncio.Future[Response]:
+        """Write the request; the future is its reply's head (a future, not a coroutine: the hot path)."""
+        self._busy.add(connection)
+        return connection.send(head, body)
+
+    def _drop(self, connection: Connection) -> None:
+        self._busy.discard(connection)
+        connection.close()
 
     async def _redirected(self, connection: Connection, response: Response, method: str,
                           headers: Mapping[str, str], body: bytes | None) -> tuple[Connection, Response]:
         """Follow a same-origin 307/308 once (an app mounted at /mcp redirecting to /mcp/)."""
-        self._busy.discard(connection)
-        connection.close()  # its body is not worth reading
+        self._drop(connection)  # its body is not worth reading
         path = redirect_path(self.target, response.status, response.headers.get("location"))
         connection, response = await self._request(self._head(method, path, headers, body), body, method in IDEMPOTENT)
         if response.status in REDIRECT_STATUSES:
@@ -148,7 +145,8 @@ class HttpClient:
 
     # --- the pool -------------------------------------------------------------------------
 
-    async def _connection(self) -> Connection:
+    def _pooled(self) -> Connection | None:
+        """An idle connection fit for reuse, if there is one (no coroutine: the hot path)."""
         if self._closed:
             raise ConnectFailed("client closed")
         now = asyncio.get_running_loop().time()
@@ -158,7 +156,7 @@ class HttpClient:
                     and not connection.closed_by_peer():
                 return connection
             connection.close()
-        return await self._connect()
+        return None
 
     def _release(self, connection: Connection) -> None:
         self._busy.discard(connection)
@@ -217,3 +215,15 @@ class HttpClient:
             return Proxy.from_env(self.target), None
         except ValueError as exc:
             return None, str(exc)
+
+
+def _may_resend(connection: Connection, error: TransportFailed, idempotent: bool) -> bool:
+    """Whether a request that failed on `connection` may go once more on a fresh one.
+
+    A reused connection that fails before one byte of the reply was most likely closed by
+    the server while idle (keep-alive timeouts differ: gunicorn 2 s). Repeating is safe for
+    an idempotent method, and after a reset (the server's kernel had the request unread);
+    a clean close after a POST went out may follow the backend acting on it.
+    """
+    stale = connection.requests > 1 and not connection.received
+    return stale and (idempotent or isinstance(error, ConnectionReset))
