@@ -1,1 +1,1 @@
-"""Demo MCP servers built with the official ``mcp`` SDK; run one with ``python -m backends.<name>``."""
+"""Demo MCP servers built with the official ``mcp`` SDK; run one with ``python -m gateway.demo.<name>``."""

@@ -17,7 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from backends import runner
+from . import runner
 
 MAX_EXPRESSION_CHARS = 200
 MAX_EXPRESSION_NODES = 100

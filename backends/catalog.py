@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from backends import runner
+from . import runner
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from backends import runner
+from . import runner
 
 #: Upper bound on ``list_timezones`` results, so one call can't return ~600 names.
 MAX_ZONES = 50

@@ -14,7 +14,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
-from backends import runner
+from . import runner
 
 MAX_NOTES = 1000
 MAX_TITLE_CHARS = 200

@@ -1,6 +1,6 @@
 """Shared command line for the demo backends.
 
-Every backend runs as ``python -m backends.<name> [--transport stdio|http] [--host H]
+Every backend runs as ``python -m gateway.demo.<name> [--transport stdio|http] [--host H]
 [--port P] [--path /mcp]``. Over stdio, stdout carries protocol messages only, so all
 logging goes to stderr at warning level. Over HTTP the backend serves stateful Streamable
 HTTP sessions with SSE responses, so progress notifications reach the caller mid-call.
@@ -27,7 +27,7 @@ _GRACEFUL_SHUTDOWN_SECONDS = 2
 
 def base_parser(name: str, description: str) -> argparse.ArgumentParser:
     """Return the parser with the transport options every backend accepts."""
-    parser = argparse.ArgumentParser(prog=f"python -m backends.{name}", description=description)
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}.{name}", description=description)
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port")

@@ -79,7 +79,7 @@ def start_stub(procs: ProcessSet, *, tools: int, count: int = 1, prefix: str = "
 
 def start_calc(procs: ProcessSet) -> Backend:
     """The demo calc backend built with the official SDK (uvicorn, SSE replies, sessions)."""
-    managed = _start_listening(procs, "calc", ["-m", "backends.calc", "--transport", "http"])
+    managed = _start_listening(procs, "calc", ["-m", "gateway.demo.calc", "--transport", "http"])
     return Backend("calc", f"http://{HOST}:{managed.port}/mcp", ("add",))
 
 

@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--config", help="config file (default: config/gateway.yaml)")
+        sub.add_argument("--config", help="config file (default: the bundled demo config)")
         sub.set_defaults(run=run)
         return sub
 

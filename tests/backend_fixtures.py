@@ -37,7 +37,7 @@ def free_port() -> int:
 
 def stdio_command(name: str, *args: str) -> list[str]:
     """The command line that runs backend ``name`` over stdio."""
-    return [sys.executable, "-m", f"backends.{name}", *args]
+    return [sys.executable, "-m", f"gateway.demo.{name}", *args]
 
 
 class BackendStartError(RuntimeError):
@@ -139,7 +139,7 @@ async def _port_open(port: int) -> bool:
 
 
 async def start_http_backend(name: str, *args: str, env: Mapping[str, str] | None = None) -> RunningBackend:
-    """Start ``python -m backends.<name> --transport http`` on a free port and wait for it."""
+    """Start ``python -m gateway.demo.<name> --transport http`` on a free port and wait for it."""
     for attempt in range(1, _START_ATTEMPTS + 1):
         backend = RunningBackend(name=name, args=args, port=free_port(), env=env)
         try:

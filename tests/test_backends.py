@@ -1,6 +1,6 @@
 """The demo backends, driven by the official SDK client over stdio and Streamable HTTP.
 
-Every backend runs as a real subprocess (``python -m backends.<name>``). ``mode="legacy"``
+Every backend runs as a real subprocess (``python -m gateway.demo.<name>``). ``mode="legacy"``
 makes the client do the ``initialize`` handshake, which is what the gateway speaks to
 backends; one test also runs the SDK's default ``mode="auto"`` (2026-07-28 discovery).
 """
@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
 
-from backends import calc, catalog
+from gateway.demo import calc, catalog
 
 __all__ = ["http_backend"]  # re-exported so pytest finds the fixture in this module
 

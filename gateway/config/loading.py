@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from gateway.config.model import Config
 from gateway.config.reader import ConfigError, Section, mapping
 from gateway.config.sections import build_config
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "gateway.yaml"
+DEFAULT_CONFIG = Path(str(files("gateway") / "default_config.yaml"))
+"""The demo config, shipped inside the package so an installed gateway runs without the repository."""
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:

@@ -52,7 +52,7 @@ def client_options(backend: HttpBackend) -> ClientOptions:
 def stdio_command(command: Sequence[str]) -> list[str]:
     """`python` or `python3` as the program means the gateway's own interpreter.
 
-    So `[python, -m, backends.clock]` runs with the packages the gateway was installed with,
+    So `[python, -m, gateway.demo.clock]` runs with the packages the gateway was installed with,
     whatever PATH the gateway was started with (a desktop client, a service manager).
     """
     program, *args = command

@@ -21,7 +21,7 @@ from gateway.config import (
     parse_config,
 )
 
-SHIPPED = Path(__file__).resolve().parents[2] / "config" / "gateway.yaml"
+SHIPPED = Path(__file__).resolve().parents[2] / "gateway" / "default_config.yaml"
 SECRET = "s" * 32
 
 
@@ -46,7 +46,7 @@ def test_shipped_config_loads_with_an_empty_environment() -> None:
     config = load_config(SHIPPED, {})
     assert [b.name for b in config.backends] == ["clock", "calc", "notes"]
     assert config.backends[0] == StdioBackend(
-        name="clock", namespace="clock", command=("python", "-m", "backends.clock"),
+        name="clock", namespace="clock", command=("python", "-m", "gateway.demo.clock"),
         timeout_seconds=10.0,
     )
     assert config.auth.jwt.secret == "dev-only-insecure-secret-change-me-0123456789"

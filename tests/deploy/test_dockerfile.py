@@ -143,6 +143,7 @@ def test_every_copied_path_exists_and_is_in_the_build_context() -> None:
         assert _ignored(secret_or_junk, patterns), f"{secret_or_junk} should stay out of the build context"
 
 
-@pytest.mark.parametrize("required", ["gateway", "backends", "config/gateway.yaml", "pyproject.toml", "README.md"])
+@pytest.mark.parametrize("required", ["gateway", "backends", "gateway/default_config.yaml", "pyproject.toml",
+                                      "README.md"])
 def test_the_image_gets_what_the_package_build_needs(required: str) -> None:
     assert required in _copied_sources()

@@ -1,4 +1,4 @@
-"""The shipped config/gateway.yaml (what `make run` serves) builds the demo catalogue."""
+"""The shipped gateway/default_config.yaml (what `make run` serves) builds the demo catalogue."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def free_port() -> int:
 
 def calc_backend(name: str = "calc", **extra: Any) -> dict[str, Any]:
     """The demo calculator as a stdio child (its `slow` tool sleeps and reports progress)."""
-    return {"name": name, "transport": "stdio", "command": [sys.executable, "-m", "backends.calc"],
+    return {"name": name, "transport": "stdio", "command": [sys.executable, "-m", "gateway.demo.calc"],
             "cwd": str(REPO_ROOT), **extra}
 
 

@@ -27,7 +27,7 @@ def _config_file(tmp_path: Path, port: int) -> Path:
     config = {
         "server": {"host": "127.0.0.1", "port": port, "shutdown_grace_seconds": 2},
         "auth": {"jwt": {"secret": JWT_SECRET}},
-        "backends": [{"name": "calc", "transport": "stdio", "command": [sys.executable, "-m", "backends.calc"]}],
+        "backends": [{"name": "calc", "transport": "stdio", "command": [sys.executable, "-m", "gateway.demo.calc"]}],
         "tenants": {"acme": {}},
         "logging": {"level": "info", "format": "auto"},  # auto: JSON, since stderr is not a terminal here
     }

@@ -295,6 +295,6 @@ async def test_close_kills_a_child_that_ignores_eof_and_sigterm() -> None:
 def test_python_as_the_program_means_the_gateways_own_interpreter() -> None:
     from gateway.upstream.pool import stdio_command
 
-    assert stdio_command(["python", "-m", "backends.clock"]) == [sys.executable, "-m", "backends.clock"]
+    assert stdio_command(["python", "-m", "gateway.demo.clock"]) == [sys.executable, "-m", "gateway.demo.clock"]
     assert stdio_command(["python3", "x.py"]) == [sys.executable, "x.py"]
     assert stdio_command(["/usr/bin/node", "server.js"]) == ["/usr/bin/node", "server.js"]
