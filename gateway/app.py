@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from gateway import keys
 from gateway.admin import setup_admin_routes
 from gateway.auth.metadata import setup_metadata_routes
+from gateway.catalogue.serving import any_backend_serving
 from gateway.components import build_components
 from gateway.config import Config
 from gateway.health import Readiness, setup_health_routes
@@ -74,6 +75,9 @@ def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIt
             shared.bind(streams)
             app[keys.READINESS].gate("catalogue not built yet", core.catalogue.ready)
             app[keys.READINESS].add_check("store", shared.readiness)
+            if config.server.ready_requires == "any_backend":
+                backends = [backend.name for backend in config.backends]
+                app[keys.READINESS].add_check("backends", any_backend_serving(core.catalogue, backends))
             core.catalogue.subscribe(exchange.list_changed_listener(streams.publish))
             await core.start()
             yield

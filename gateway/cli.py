@@ -21,17 +21,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 1
+    if args.preflight and _refuse(config):
+        return 1
     return int(args.run(config, args) or 0)
+
+
+def _refuse(config: Config) -> bool:
+    """Print what would fail at start, one line each; True when there is anything."""
+    from gateway.preflight import problems
+
+    found = problems(config)
+    for problem in found:
+        print(f"config error: {problem}", file=sys.stderr)
+    return bool(found)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-gateway", description="Multi-tenant MCP gateway")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    def command(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, run: Any, help_text: str, *, preflight: bool = True) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--config", help="config file (default: the bundled demo config)")
-        sub.set_defaults(run=run)
+        sub.set_defaults(run=run, preflight=preflight)  # preflight: refuse what would fail at start
         return sub
 
     serve = command("serve", _serve, "run the HTTP gateway")
@@ -39,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, default=1)
     command("check-config", _check_config, "validate the config and print a summary")
-    token = command("token", _token, "mint a development token with the HS secret")
+    token = command("token", _token, "mint a development token with the HS secret", preflight=False)
     token.add_argument("--tenant", required=True)
     token.add_argument("--sub", default="dev")
     token.add_argument("--scope", default="")

@@ -18,6 +18,7 @@ PACKAGE = "gateway"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.cli", "gateway.__main__"),
+    ("gateway.preflight",),  # what would fail at start, checked before the CLI starts anything
     ("gateway.supervisor",),  # forks workers, each of which runs one server
     ("gateway.server", "gateway.stdio_server"),  # one process: HTTP (socket, signals, drain), or stdio
     ("gateway.app",),  # assembles the aiohttp application

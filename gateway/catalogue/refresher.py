@@ -245,7 +245,7 @@ class CatalogueService:
         try:
             reply = await upstream.request("tools/list", params, timeout=backend.timeout_seconds)
         except UpstreamError as exc:
-            raise RefreshFailed(f"tools/list failed: {exc.reason}") from exc
+            raise RefreshFailed(f"tools/list failed: {exc.reason} ({exc})") from exc  # e.g. why a child exited
         finally:
             if self.metrics is not None:
                 self.metrics.upstream_done(backend.name, "tools/list", time.perf_counter() - started)

@@ -17,6 +17,7 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()
     shutdown_grace_seconds: float = 20.0
     public_url: str | None = None
+    ready_requires: str = "any_backend"  # any_backend | none: whether /readyz needs a backend serving
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ SEPARATOR = re.compile(r"[A-Za-z0-9_.-]{1,4}")
 TOKEN_SOURCES = ("header", "query", "params")
 JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384",
                   "PS512", "ES256", "ES384", "ES512", "EdDSA")
+READY_REQUIRES = ("any_backend", "none")
+"""any_backend: not ready while no backend answers its tools/list; none: backends do not count."""
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("auto", "json", "console")
 MAX_RETRIES = 5
@@ -80,6 +82,9 @@ def _server(s: Section) -> ServerConfig:
     path = s.get("path", str)
     if not path.startswith("/"):
         raise ConfigError(f"{s.where('path')}: must start with /")
+    ready_requires = s.get("ready_requires", str)
+    if ready_requires not in READY_REQUIRES:
+        raise ConfigError(f"{s.where('ready_requires')}: must be {' or '.join(READY_REQUIRES)}")
     return ServerConfig(
         host=s.get("host", str),
         port=_checked_port(s, s.integer("port")),
@@ -88,6 +93,7 @@ def _server(s: Section) -> ServerConfig:
         allowed_origins=s.strings("allowed_origins"),
         shutdown_grace_seconds=s.number("shutdown_grace_seconds"),
         public_url=s.get("public_url", str),
+        ready_requires=ready_requires,
     )
 
 

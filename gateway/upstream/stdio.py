@@ -47,6 +47,7 @@ from gateway.upstream.base import (
     restore_progress_token,
     swap_progress_token,
 )
+from gateway.upstream.exits import STDERR_DRAIN, ExitReport
 from gateway.upstream.stdio_lines import leading_id, next_line
 from gateway.upstream.stdio_process import Process, cancel_tasks, child_env, forward_stderr, spawn, stop_process
 
@@ -105,6 +106,7 @@ class StdioUpstream:
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
         self._list_changed = ListChangedCallbacks(self._tasks)
+        self._exits = ExitReport()  # why the last child ended: for logs, errors and /admin/backends
 
     @property
     def pid(self) -> int | None:
@@ -131,7 +133,9 @@ class StdioUpstream:
         on_notification: NotificationHandler | None = None,
     ) -> JsonObject:
         if not self._ready or self._process is None:
-            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running", sent=False)
+            why = f" ({self._exits.last})" if self._exits.last else ""
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running{why}",
+                                sent=False)
         return await self._call(self._process, method, params, timeout, on_notification)
 
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
@@ -322,7 +326,8 @@ class StdioUpstream:
                 if loop.time() - started >= HEALTHY_AFTER:
                     backoff.reset()
                 delay = backoff.next()
-                _log.warning("backend process down, restarting", backend=self.name, delay=delay)
+                _log.warning("backend process down, restarting", backend=self.name, delay=delay,
+                             reason=self._exits.last)
                 await asyncio.sleep(delay)
         finally:
             self._attempted.set()  # start() never waits for a supervisor that is gone
@@ -332,20 +337,24 @@ class StdioUpstream:
         try:
             process = await spawn(self._command, env=self._env, cwd=self._cwd, line_limit=self._max_line)
         except (OSError, ValueError) as exc:
+            self._exits.last = f"cannot start: {exc}"
             _log.error("cannot start backend", backend=self.name, error=str(exc))
             return
         self._process = process
         assert process.stdout is not None and process.stderr is not None
         reader = self._tasks.spawn(self._read_stdout(process.stdout), "stdout")
-        stderr = self._tasks.spawn(forward_stderr(self.name, process.stderr), "stderr")
+        stderr = self._tasks.spawn(forward_stderr(self.name, process.stderr, self._exits.heard), "stderr")
         try:
             await self._serve(process, reader)
         finally:
             self._ready = False
             self._fail_pending()
             await stop_process(process)
+            await asyncio.wait({stderr}, timeout=STDERR_DRAIN)  # its last words, usually the reason
             await cancel_tasks(reader, stderr)
             self._process = None
+            if not self._closing:
+                _log.warning("backend process exited", backend=self.name, reason=self._exits.exited(process.returncode))
 
     async def _serve(self, process: Process, reader: asyncio.Task[None]) -> None:
         if not await self._handshake(process):
@@ -358,7 +367,6 @@ class StdioUpstream:
             await asyncio.wait({exited, reader}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             exited.cancel()
-        _log.warning("backend process exited", backend=self.name, status=process.returncode)
 
     async def _handshake(self, process: Process) -> bool:
         params = initialize_params(self._requested_version, self._client_info)

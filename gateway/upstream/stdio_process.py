@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 
 import structlog
@@ -43,8 +43,8 @@ async def spawn(command: Sequence[str], *, env: Mapping[str, str], cwd: str | No
     )
 
 
-async def forward_stderr(backend: str, stderr: asyncio.StreamReader) -> None:
-    """Log each line the child writes to stderr, until it closes."""
+async def forward_stderr(backend: str, stderr: asyncio.StreamReader, heard: Callable[[str], None]) -> None:
+    """Log each line the child writes to stderr, and hand it to `heard`, until it closes."""
     while True:
         try:
             line = await stderr.readline()
@@ -53,6 +53,7 @@ async def forward_stderr(backend: str, stderr: asyncio.StreamReader) -> None:
         if not line:
             return
         text = line.decode(errors="replace").rstrip()
+        heard(text)
         _log.info("backend stderr", backend=backend, line=text)
 
 

@@ -45,6 +45,14 @@ def demo_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     return venv
 
 
+@pytest.fixture(scope="module")
+def plain_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """The wheel without extras: the gateway alone, no `mcp` SDK for the demo backends."""
+    venv = Venv.create(tmp_path_factory.mktemp("plain-venv"))
+    venv.pip_install(str(wheel))
+    return venv
+
+
 def test_the_wheel_holds_the_default_config_and_no_top_level_backends_package(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "gateway/default_config.yaml" in names
@@ -96,3 +104,15 @@ def test_nothing_from_the_source_tree_is_visible_to_the_installed_gateway(demo_v
     located = demo_venv.run("python", "-c", "import gateway; print(gateway.__file__)")
     assert str(demo_venv.path) in located.stdout
     assert not located.stdout.startswith(str(REPO_ROOT))
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", str(free_port())], ["check-config"]], ids=lambda c: c[0])
+def test_without_the_demo_extra_the_default_config_stops_at_once_with_one_line(plain_venv: Venv,
+                                                                                command: list[str]) -> None:
+    started = time.monotonic()
+    refused = plain_venv.run("mcp-gateway", *command)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        "config error: backends[0].command: the demo backends need the `demo` extra: "
+        "pip install 'mcp-gateway[demo]'"]
+    assert time.monotonic() - started < 20  # at once: no crash-looping children, no waiting for readiness
