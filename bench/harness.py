@@ -120,7 +120,7 @@ def gateway_config(backends: list[Backend], *, tenants: dict[str, Any] | None = 
         "auth": auth or {"anonymous_tenant": ANONYMOUS_TENANT},
         "catalogue": {"separator": SEPARATOR, "page_size": page_size, "refresh_seconds": 600},
         "backends": [b.config() for b in backends],
-        "tenants": tenants or {ANONYMOUS_TENANT: {}},
+        "tenants": tenants or {ANONYMOUS_TENANT: {"backends": ["*"]}},
         "logging": {"level": "info", "format": "json"},  # the production setting: one line per request
     }
 

@@ -297,7 +297,8 @@ def _catalogue_probe(ctx: RunContext, backends: list[Backend]) -> Callable[[], d
 def tenant_views(backends: tuple[Backend, ...]) -> dict[str, Any]:
     """Tenant t<i> sees backends i and i+1 (by allow globs), so each of the 10 views differs."""
     count = len(backends)
-    return {f"t{i}": {"tools": {"allow": [f"{backends[i].name}__*", f"{backends[(i + 1) % count].name}__*"]}}
+    return {f"t{i}": {"backends": ["*"],
+                      "tools": {"allow": [f"{backends[i].name}__*", f"{backends[(i + 1) % count].name}__*"]}}
             for i in range(count)}
 
 

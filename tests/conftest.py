@@ -42,7 +42,7 @@ def make_config(backends: list[dict[str, Any]], tenants: dict[str, Any] | None =
             "api_keys": [{"sha256": hashlib.sha256(API_KEY.encode()).hexdigest(),
                           "tenant": "acme", "subject": "ci-bot", "scopes": ["mcpgw:admin"]}]}
     auth.update(sections.pop("auth", {}))
-    raw = {"auth": auth, "backends": backends, "tenants": tenants or {"acme": {}}, **sections}
+    raw = {"auth": auth, "backends": backends, "tenants": tenants or {"acme": {"backends": ["*"]}}, **sections}
     return parse_config(raw, {})
 
 

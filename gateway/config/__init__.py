@@ -7,7 +7,8 @@ one `ConfigError` naming the offending key path, e.g. `backends[1].url: required
 
     model.py        the frozen types, and every default (written once, there)
     loading.py      file -> environment -> sections
-    environment.py  ${VAR} expansion and MCPGW_ overrides
+    environment.py  ${VAR} expansion
+    overrides.py    MCPGW_ overrides: names keep their case, never a new tenant or backend
     reader.py       typed reading of one mapping, errors with key paths
     sections.py     one builder per section, and the checks across sections
     backend_http.py what an HTTP backend's URL and TLS files must be, and which clients exist

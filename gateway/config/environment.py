@@ -1,6 +1,5 @@
 """The environment's part in a config: `${VAR}` / `${VAR:-default}` expansion inside string
-values, and `MCPGW_<SECTION>__<KEY>[__<KEY>…]` variables overriding single keys (the value is
-read as YAML, so `MCPGW_SERVER__PORT=9000` is an int)."""
+values (MCPGW_ overrides of single keys are gateway.config.overrides)."""
 
 from __future__ import annotations
 
@@ -8,12 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from gateway.config.reader import ConfigError, join
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-ENV_OVERRIDE_PREFIX = "MCPGW_"
 
 
 def expand(value: Any, env: Mapping[str, str], path: str = "") -> Any:
@@ -37,25 +33,3 @@ def _expand_string(text: str, env: Mapping[str, str], path: str) -> str:
         raise ConfigError(f"{path}: environment variable {name} is not set")
 
     return ENV_REF.sub(substitute, text)
-
-
-def apply_overrides(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """Set each key an MCPGW_ variable names, creating sections on the way (changes `data`)."""
-    for name, text in sorted(env.items()):
-        if name.startswith(ENV_OVERRIDE_PREFIX) and "__" in name:
-            _override(data, name, text)
-    return data
-
-
-def _override(data: dict[str, Any], name: str, text: str) -> None:
-    keys = [k.lower() for k in name[len(ENV_OVERRIDE_PREFIX) :].split("__")]
-    node = data
-    for key in keys[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = node[key] = {}
-        node = child
-    try:
-        node[keys[-1]] = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{'.'.join(keys)}: {name} is not valid YAML") from exc

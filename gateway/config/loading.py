@@ -10,8 +10,9 @@ from typing import Any
 
 import yaml
 
-from gateway.config.environment import apply_overrides, expand
+from gateway.config.environment import expand
 from gateway.config.model import Config
+from gateway.config.overrides import apply_overrides
 from gateway.config.reader import ConfigError, Section, mapping
 from gateway.config.sections import build_config
 

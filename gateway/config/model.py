@@ -161,7 +161,7 @@ class RateLimitConfig:
 @dataclass(frozen=True, slots=True)
 class TenantConfig:
     name: str
-    backends: tuple[str, ...] = ("*",)
+    backends: tuple[str, ...] = ()  # no default access: a tenant sees only the backends it lists
     tools_allow: tuple[str, ...] = ("*",)
     tools_deny: tuple[str, ...] = ()
     rate_limit: RateLimitConfig | None = None

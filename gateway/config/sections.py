@@ -135,9 +135,11 @@ def _auth(s: Section) -> AuthConfig:
 
 def _jwt(s: Section) -> JwtConfig:
     algorithms = _algorithms(s)
+    if s.data.get("secret") == "":  # e.g. "${VAR:-}"; blank overrides are refused in gateway.config.overrides
+        raise ConfigError(f"{s.where('secret')}: empty; give it a value, or null for no HS secret")
     jwt = JwtConfig(
         algorithms=algorithms,
-        secret=s.get("secret", str) or None,
+        secret=s.get("secret", str),
         public_key_file=s.get("public_key_file", str),
         jwks_url=s.get("jwks_url", str),
         issuer=s.get("issuer", str),

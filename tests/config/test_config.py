@@ -298,8 +298,17 @@ def test_the_log_level_is_case_insensitive() -> None:
     assert parse_config({"logging": {"level": "DEBUG"}}, {}).logging.level == "debug"
 
 
-def test_an_empty_secret_means_no_secret() -> None:
-    assert parse_config({"auth": {"jwt": {"secret": ""}}}, {}).auth.jwt.secret is None
+def test_an_empty_secret_is_an_error_naming_the_key() -> None:
+    assert error_of({"auth": {"jwt": {"secret": ""}}}) == (
+        "auth.jwt.secret: empty; give it a value, or null for no HS secret")
+
+
+def test_a_null_secret_means_no_hs_secret() -> None:
+    assert parse_config({"auth": {"jwt": {"secret": None}}}, {}).auth.jwt.secret is None
+
+
+def test_a_secret_that_expands_to_nothing_is_an_error_naming_the_key() -> None:
+    assert error_of({"auth": {"jwt": {"secret": "${JWT_SECRET:-}"}}}).startswith("auth.jwt.secret: empty")
 
 
 def test_api_key_hashes_are_lower_cased() -> None:

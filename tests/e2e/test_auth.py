@@ -428,7 +428,7 @@ async def test_a_token_minted_by_the_cli_is_accepted(gateway: StartGateway, raw_
     config_file = tmp_path / "gateway.yaml"
     config_file.write_text(
         f"auth:\n  jwt: {{secret: {JWT_SECRET}, issuer: {ISSUER}, audience: {AUDIENCE}}}\n"
-        "tenants:\n  acme: {}\n")
+        "tenants:\n  acme: {backends: [\"*\"]}\n")
     cli = Path(sys.executable).with_name("mcp-gateway")
     process = await asyncio.create_subprocess_exec(
         str(cli), "token", "--tenant", "acme", "--sub", "cli-user", "--scope", "mcpgw:admin tools:read",

@@ -22,7 +22,8 @@ BETA_TOOLS = {"notes__create_note", "notes__list_notes", "notes__get_note", "not
 
 
 def world_config(backends: list[dict[str, Any]]) -> Any:
-    return make_config(backends, tenants={"alpha": ALPHA, "beta": BETA, "acme": {}}, catalogue={"page_size": 2})
+    return make_config(backends, tenants={"alpha": ALPHA, "beta": BETA, "acme": {"backends": ["*"]}},
+                       catalogue={"page_size": 2})
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ async def gateway_url(gateway: StartGateway, capture: LogCapture) -> str:
         [stdio_backend("calc"), stdio_backend("notes"),
          http_backend_config("dead", f"http://127.0.0.1:{free_port()}/mcp", timeout_seconds=2,
                              headers={"Authorization": BACKEND_SECRET})],
-        tenants={"acme": {"backend_headers": {"dead": {"X-Api-Key": TENANT_SECRET}}},
+        tenants={"acme": {"backends": ["*"], "backend_headers": {"dead": {"X-Api-Key": TENANT_SECRET}}},
                  "limited": {"rate_limit": {"requests_per_second": 0.1, "burst": 1}}},
     )
     return (await gateway(config)).url
@@ -200,7 +200,7 @@ async def test_a_failing_backend_with_credentials_logs_no_credentials(capture: L
     config = make_config(
         [http_backend_config("dead", f"http://127.0.0.1:{free_port()}/mcp?key={TENANT_SECRET}", timeout_seconds=2,
                              headers={"Authorization": BACKEND_SECRET})],
-        tenants={"acme": {"backend_headers": {"dead": {"X-Api-Key": TENANT_SECRET}}}},
+        tenants={"acme": {"backends": ["*"], "backend_headers": {"dead": {"X-Api-Key": TENANT_SECRET}}}},
         catalogue={"refresh_seconds": 3600},
     )
     running = await gateway(config)

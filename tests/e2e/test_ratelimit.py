@@ -98,8 +98,8 @@ async def test_tenants_have_separate_budgets_in_memory() -> None:
 
 
 def limited_config(rate: float, burst: int) -> Any:
-    return make_config([], tenants={"acme": {"rate_limit": {"requests_per_second": rate, "burst": burst}},
-                                    "free": {}})
+    limit = {"requests_per_second": rate, "burst": burst}
+    return make_config([], tenants={"acme": {"backends": ["*"], "rate_limit": limit}, "free": {"backends": ["*"]}})
 
 
 async def test_accepted_requests_over_a_window_stay_within_one_burst_of_the_budget(

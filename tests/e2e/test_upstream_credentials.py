@@ -142,9 +142,10 @@ async def world(aiohttp_server: Any, gateway: StartGateway, raw_client: Any) -> 
                                 headers={"x-mcp-tenant": "configured"}),  # replaced by the principal's, any case
         ],
         tenants={
-            "alpha": {"backend_headers": {"plain": {"authorization": ALPHA_CRED}}},  # other case on purpose
-            "beta": {"backend_headers": {"plain": {"X-Backend-Key": BETA_KEY}}},
-            "acme": {},  # the conftest API key's tenant
+            "alpha": {"backends": ["*"],
+                      "backend_headers": {"plain": {"authorization": ALPHA_CRED}}},  # other case on purpose
+            "beta": {"backends": ["*"], "backend_headers": {"plain": {"X-Backend-Key": BETA_KEY}}},
+            "acme": {"backends": ["*"]},  # the conftest API key's tenant
         },
     )
     running = await gateway(config)

@@ -51,7 +51,7 @@ def gateway_config(directory: Path, *, port: int, grace: float = 10.0, backends:
     auth = {"api_keys": [{"sha256": hashlib.sha256(API_KEY.encode()).hexdigest(), "tenant": "acme",
                           "subject": "lifecycle"}], **sections.pop("auth", {})}
     raw = {"server": server, "auth": auth, "backends": [calc_backend()] if backends is None else backends,
-           "tenants": {"acme": {}}, "logging": {"level": "info", "format": "json"}, **sections}
+           "tenants": {"acme": {"backends": ["*"]}}, "logging": {"level": "info", "format": "json"}, **sections}
     path = directory / "gateway.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return path

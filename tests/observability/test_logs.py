@@ -28,7 +28,7 @@ def _config_file(tmp_path: Path, port: int) -> Path:
         "server": {"host": "127.0.0.1", "port": port, "shutdown_grace_seconds": 2},
         "auth": {"jwt": {"secret": JWT_SECRET}},
         "backends": [{"name": "calc", "transport": "stdio", "command": [sys.executable, "-m", "gateway.demo.calc"]}],
-        "tenants": {"acme": {}},
+        "tenants": {"acme": {"backends": ["*"]}},
         "logging": {"level": "info", "format": "auto"},  # auto: JSON, since stderr is not a terminal here
     }
     path = tmp_path / "gateway.yaml"

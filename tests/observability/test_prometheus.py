@@ -95,7 +95,8 @@ async def _wait_for_scrapes(prometheus: PrometheusServer) -> None:
 async def prometheus_on_gateway(gateway: StartGateway, raw_client: Any, tmp_path: Path) -> AsyncIterator[
         PrometheusServer]:
     config = make_config([stdio_backend("calc", timeout_seconds=0.5)],
-                         tenants={"acme": {}, "beta": {"rate_limit": {"requests_per_second": 1, "burst": 3}}})
+                         tenants={"acme": {"backends": ["*"]},
+                                  "beta": {"backends": ["*"], "rate_limit": {"requests_per_second": 1, "burst": 3}}})
     running = await gateway(config)
     target = f"127.0.0.1:{running.server.port}"
     prometheus = PrometheusServer(tmp_path, scrape_config(target, [RULES]))

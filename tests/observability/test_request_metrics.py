@@ -13,7 +13,8 @@ from observability.helpers import registry_of, sample, samples_of, scrape, value
 
 pytestmark = pytest.mark.timeout(90)
 
-TENANTS = {"acme": {}, "beta": {"rate_limit": {"requests_per_second": 0.01, "burst": 4}}}
+TENANTS = {"acme": {"backends": ["*"]},
+           "beta": {"backends": ["*"], "rate_limit": {"requests_per_second": 0.01, "burst": 4}}}
 
 
 async def _traffic(running: Any, raw_client: Any) -> None:
@@ -125,7 +126,7 @@ async def test_a_scrape_shows_the_same_numbers_and_the_live_gauges(
 async def test_labels_stay_bounded_for_unknown_tenants_methods_and_tools(
     gateway: StartGateway, raw_client: Any
 ) -> None:
-    running = await gateway(make_config([stdio_backend("calc")], tenants={"acme": {}}))
+    running = await gateway(make_config([stdio_backend("calc")], tenants={"acme": {"backends": ["*"]}}))
     stranger: RawClient = raw_client(running.url, make_token("nobody-configured"))
     status, _, _ = await stranger.post(stranger.request("ping"))
     assert status == 403

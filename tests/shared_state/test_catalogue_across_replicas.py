@@ -20,7 +20,7 @@ from shared_state.helpers import CountingBackend, GetStream
 pytestmark = [pytest.mark.timeout(60), needs_shared_redis]
 
 NOTIFY_WITHIN = 2.0
-TENANTS = {"acme": {}, "narrow": {"tools": {"allow": ["cat__tool_000"]}}}
+TENANTS = {"acme": {"backends": ["*"]}, "narrow": {"backends": ["*"], "tools": {"allow": ["cat__tool_000"]}}}
 
 
 async def tool_names(client: RawClient) -> set[str]:

@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.timeout(60), needs_shared_redis]
 async def test_a_tenant_spread_over_two_replicas_gets_its_rate_not_twice_it(
         replicas: StartReplicas, raw_client: Any) -> None:
     rate, burst, window = 20.0, 4, 2.0
-    a, b = await replicas(2, [stdio_backend("calc")],
-                          tenants={"acme": {"rate_limit": {"requests_per_second": rate, "burst": burst}}})
+    limit = {"requests_per_second": rate, "burst": burst}
+    a, b = await replicas(2, [stdio_backend("calc")], tenants={"acme": {"backends": ["*"], "rate_limit": limit}})
     token = make_token("acme")
     leader: RawClient = raw_client(a.url, token)
     await leader.initialize()

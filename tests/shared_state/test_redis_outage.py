@@ -23,7 +23,7 @@ from shared_state.helpers import RedisServer, wait_until
 pytestmark = [pytest.mark.timeout(90), needs_redis_server]
 
 RESYNC_WITHIN = 5.0
-TENANTS = {"acme": {"rate_limit": {"requests_per_second": 10_000, "burst": 10_000}}}
+TENANTS = {"acme": {"backends": ["*"], "rate_limit": {"requests_per_second": 10_000, "burst": 10_000}}}
 
 
 async def ready_status(running: RunningGateway) -> tuple[int, list[str]]:

@@ -53,7 +53,8 @@ async def test_a_session_opened_on_a_is_used_on_b_and_a_delete_on_b_ends_it_on_a
 
 async def test_a_session_is_refused_on_another_replica_to_another_subject_or_tenant(
         replicas: StartReplicas, raw_client: Any) -> None:
-    a, b = await replicas(2, [stdio_backend("calc")], tenants={"acme": {}, "other": {}})
+    every = {"backends": ["*"]}
+    a, b = await replicas(2, [stdio_backend("calc")], tenants={"acme": every, "other": every})
     on_a: RawClient = raw_client(a.url, make_token("acme", sub="alice"))
     await on_a.initialize()
     for token in (make_token("acme", sub="mallory"), make_token("other", sub="alice")):
