@@ -144,6 +144,6 @@ def test_every_copied_path_exists_and_is_in_the_build_context() -> None:
 
 
 @pytest.mark.parametrize("required", ["gateway", "backends", "gateway/default_config.yaml", "pyproject.toml",
-                                      "README.md"])
+                                      "setup.py", "README.md"])
 def test_the_image_gets_what_the_package_build_needs(required: str) -> None:
     assert required in _copied_sources()
