@@ -69,5 +69,7 @@ def _python_validator(schema: Any) -> Any:
 def _rust_validator(schema: dict[str, Any]) -> Any:
     try:
         return jsonschema_rs.validator_for(schema, validate_formats=True, offline=True)
+    except TypeError:
+        raise  # a jsonschema-rs without an argument we pass (see its bound in pyproject.toml): never hide it
     except Exception:  # a schema only python-jsonschema evaluates (or refuses later): the slow path alone
         return None

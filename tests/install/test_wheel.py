@@ -1,41 +1,25 @@
 """The built distribution works on its own, as a new user installs it: outside the repository.
 
-`python -m build` makes the sdist and then the wheel from that sdist (so both are proven); each
-venv here is fresh and lives in a temporary directory, and every command runs from there with
-no PYTHONPATH, so nothing can come from the source tree. pip's cache makes reruns quick.
+The wheel is built from the sdist (conftest), so both are proven; each venv here is fresh and
+lives in a temporary directory, and every command runs from there with no PYTHONPATH, so nothing
+can come from the source tree. pip's cache makes reruns quick.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from install.venvs import REPO_ROOT, Venv, free_port
+from install.venvs import REPO_ROOT, Venv, call_tool, free_port, wait_ready
 
 pytestmark = pytest.mark.timeout(600)
 
-BUILD_TIMEOUT = 300.0
-SERVE_READY_SECONDS = 60.0
 DEMO_KEY = "demo-acme-key"  # public: the bundled demo config's API key for tenant acme
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO_ROOT)], check=True,
-                   capture_output=True, timeout=BUILD_TIMEOUT)
-    return next(out.glob("mcp_gateway-*.whl"))
 
 
 @pytest.fixture(scope="module")
@@ -72,33 +56,13 @@ def test_serve_runs_the_demo_and_answers_a_tools_call(demo_venv: Venv) -> None:
     port = free_port()
     server = demo_venv.start("mcp-gateway", "serve", "--port", str(port))
     try:
-        _wait_ready(port, server)
-        result = asyncio.run(_call_add(f"http://127.0.0.1:{port}/mcp"))
+        wait_ready(port, server)
+        result = asyncio.run(call_tool(f"http://127.0.0.1:{port}/mcp", DEMO_KEY, "calc__add", {"a": 2, "b": 3}))
         assert result.structured_content == {"result": 5.0}
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
     assert server.returncode == 0
-
-
-def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + SERVE_READY_SECONDS
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"serve exited with status {server.returncode}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"the gateway was not ready within {SERVE_READY_SECONDS:g}s")
-
-
-async def _call_add(url: str) -> object:
-    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEMO_KEY}"}) as http,
-                Client(streamable_http_client(url, http_client=http)) as client):
-        return await client.call_tool("calc__add", {"a": 2, "b": 3})
 
 
 def test_nothing_from_the_source_tree_is_visible_to_the_installed_gateway(demo_venv: Venv) -> None:

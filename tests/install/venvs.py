@@ -10,13 +10,22 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
+import urllib.request
 import venv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIP_TIMEOUT = 420.0
 RUN_TIMEOUT = 60.0
+SERVE_READY_SECONDS = 60.0
 PASSED_ON = ("HOME", "LANG", "TMPDIR", "PIP_CACHE_DIR", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
              "PIP_FIND_LINKS", "PIP_CERT", "PIP_DEFAULT_TIMEOUT", "SSL_CERT_FILE", "HTTPS_PROXY", "HTTP_PROXY",
              "NO_PROXY")
@@ -62,3 +71,25 @@ class Venv:
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+
+
+def wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
+    """Until the served gateway's /readyz says 200 (or it exits, or time runs out)."""
+    deadline = time.monotonic() + SERVE_READY_SECONDS
+    while time.monotonic() < deadline:
+        assert server.poll() is None, f"serve exited with status {server.returncode}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"the gateway was not ready within {SERVE_READY_SECONDS:g}s")
+
+
+async def call_tool(url: str, token: str, name: str, arguments: dict[str, Any]) -> Any:
+    """One tools/call through the official SDK client, as any MCP client would make it."""
+    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+                Client(streamable_http_client(url, http_client=http)) as client):
+        return await client.call_tool(name, arguments)
