@@ -64,7 +64,8 @@ def test_an_api_key_for_an_unknown_tenant_fails(tmp_path: Path) -> None:
 def test_an_empty_secret_from_the_environment_fails(tmp_path: Path, blank: str) -> None:
     checked = check_config(tmp_path, config(), MCPGW_AUTH__JWT__SECRET=blank)
     assert checked.returncode == 1
-    assert checked.stderr.startswith("config error: auth.jwt.secret: empty")
+    assert checked.stderr == (
+        "config error: auth.jwt.secret: MCPGW_AUTH__JWT__SECRET is empty; unset it to keep the file's value\n")
 
 
 def test_a_secret_variable_set_but_empty_fails(tmp_path: Path) -> None:
