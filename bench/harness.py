@@ -115,7 +115,9 @@ def gateway_config(backends: list[Backend], *, tenants: dict[str, Any] | None = 
                    store: dict[str, Any] | None = None) -> dict[str, Any]:
     """A gateway config: no token needed (anonymous tenant) unless `auth` and `tenants` say otherwise."""
     return {
-        "server": {"host": HOST, "port": 0, "shutdown_grace_seconds": 2},
+        # Ready once a backend serves; a gateway without backends (scenario 4's baseline) once it listens.
+        "server": {"host": HOST, "port": 0, "shutdown_grace_seconds": 2,
+                   "ready_requires": "any_backend" if backends else "none"},
         "store": store or {"redis_url": None},
         "auth": auth or {"anonymous_tenant": ANONYMOUS_TENANT},
         "catalogue": {"separator": SEPARATOR, "page_size": page_size, "refresh_seconds": 600},
