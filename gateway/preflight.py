@@ -1,10 +1,10 @@
 """What would fail at start or at the first call, found before starting.
 
 A config can parse and still not run: a stdio command that is not on PATH, a `python -m`
-module that is not installed (the demo backends without the `demo` extra), an HTTP URL
-with no host, a header whose `${VAR:-}` came out empty. `check-config` lists every such
-problem; `serve`, `stdio` and `catalogue` refuse to start on one, rather than run a
-gateway whose backends can only crash-loop.
+module that is not installed (the demo backends without the `demo` extra), a header whose
+`${VAR:-}` came out empty (unusable URLs are refused while the config loads). `check-config`
+lists every such problem; `serve`, `stdio` and `catalogue` refuse to start on one, rather
+than run a gateway whose backends can only crash-loop.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from importlib.util import find_spec
 from pathlib import Path
-
-from yarl import URL
 
 from gateway.config import Backend, Config, StdioBackend
 from gateway.upstream.pool import stdio_command
@@ -55,7 +53,6 @@ def _backend_problems(backend: Backend, where: str) -> Iterator[Problem]:
     if isinstance(backend, StdioBackend):
         yield from _command_problems(backend, f"{where}.command")
     else:
-        yield from _url_problems(backend.url, f"{where}.url")
         yield from _header_problems(backend.headers, f"{where}.headers")
 
 
@@ -101,21 +98,6 @@ def _module_found(module: str, backend: StdioBackend) -> bool:
 
 def _child_env(backend: StdioBackend) -> Mapping[str, str]:
     return {**os.environ, **backend.env}
-
-
-def _url_problems(url: str, where: str) -> Iterator[Problem]:
-    try:
-        parsed = URL(url)
-        port = parsed.port
-    except ValueError as exc:
-        yield Problem(where, f"not a usable URL ({exc})")
-        return
-    if not parsed.host:
-        yield Problem(where, "has no host")
-    elif port is not None and not 0 < port < 65536:
-        yield Problem(where, f"port {port} is out of range")
-    if any(c.isspace() for c in url):
-        yield Problem(where, "contains white space")
 
 
 def _header_problems(headers: Mapping[str, str], where: str) -> Iterator[Problem]:

@@ -93,7 +93,7 @@ def test_every_key_the_code_reads_is_documented_and_nothing_else() -> None:
 
 def test_the_sections_show_the_code_defaults() -> None:
     documented, defaults = parse_config(reference(), ENVIRON), Config()
-    for section in ("server", "store", "catalogue", "admin", "metrics", "logging"):
+    for section in ("server", "store", "catalogue", "upstream", "admin", "metrics", "logging"):
         assert getattr(documented, section) == getattr(defaults, section), section
     jwt_and_metadata = ("jwt", "resource_metadata", "token_sources", "query_param", "anonymous_tenant")
     for key in jwt_and_metadata:

@@ -40,16 +40,22 @@ def test_a_config_that_can_start_passes(tmp_path: Path) -> None:
 
 def test_every_problem_is_listed_with_its_key_path(tmp_path: Path) -> None:
     backends = [{"name": "local", "transport": "stdio", "command": ["mcp-no-such-server"]},
-                {"name": "search", "transport": "http", "url": "http://search:99999/mcp",
+                {"name": "search", "transport": "http", "url": "http://search:8000/mcp",
                  "headers": {"Authorization": "Bearer ${SEARCH_TOKEN:-}"}}]
     checked = check_config(tmp_path, config(backends=backends))
     assert checked.returncode == 1
     assert checked.stderr.splitlines() == [
         "config error: backends[0].command: 'mcp-no-such-server' not found (not on PATH, or not an executable file)",
-        "config error: backends[1].url: not a usable URL (Port out of range 0-65535)",
         "config error: backends[1].headers.Authorization: empty (an environment variable expanded to nothing?)",
     ]
     assert checked.stdout == ""
+
+
+def test_an_unusable_url_fails(tmp_path: Path) -> None:
+    backends = [{"name": "search", "transport": "http", "url": "http://search:99999/mcp"}]
+    checked = check_config(tmp_path, config(backends=backends))
+    assert (checked.returncode, checked.stderr) == (
+        1, "config error: backends[0].url: the port must be a number from 1 to 65535\n")
 
 
 def test_an_api_key_for_an_unknown_tenant_fails(tmp_path: Path) -> None:
