@@ -503,3 +503,10 @@ def test_null_means_none_where_none_is_the_default_and_empty_for_lists() -> None
 ])
 def test_null_elsewhere_is_reported_as_a_value_of_the_wrong_kind(raw: dict[str, Any], message: str) -> None:
     assert error_of(raw) == message
+
+
+def test_the_contract_path_config_gateway_yaml_is_the_shipped_default() -> None:
+    """DESIGN's `config/gateway.yaml` stays a working path in the repository: it is the packaged default."""
+    contract = SHIPPED.parents[1] / "config" / "gateway.yaml"
+    assert contract.resolve() == SHIPPED.resolve()
+    assert load_config(contract) == load_config(SHIPPED)
