@@ -35,6 +35,7 @@ from gateway.config.model import (
     StdioBackend,
     StoreConfig,
     TenantConfig,
+    TenantLimits,
     TlsConfig,
     UpstreamConfig,
 )
@@ -44,5 +45,5 @@ __all__ = [
     "DEFAULT_CONFIG", "AdminConfig", "ApiKeyConfig", "AuthConfig", "Backend", "BackendConfig", "CatalogueConfig",
     "CircuitConfig", "Config", "ConfigError", "HttpBackend", "JwtConfig", "LoggingConfig", "MetricsConfig",
     "RateLimitConfig", "ResourceMetadataConfig", "ServerConfig", "StdioBackend", "StoreConfig", "TenantConfig",
-    "TlsConfig", "UpstreamConfig", "load_config", "parse_config",
+    "TenantLimits", "TlsConfig", "UpstreamConfig", "load_config", "parse_config",
 ]

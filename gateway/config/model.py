@@ -18,6 +18,14 @@ class ServerConfig:
     shutdown_grace_seconds: float = 20.0
     public_url: str | None = None
     ready_requires: str = "any_backend"  # any_backend | none: whether /readyz needs a backend serving
+    # Connection hardening (gateway.transport.connections): every phase of a client connection
+    # is bounded, so slow or silent clients cannot hold descriptors or memory.
+    headers_timeout_seconds: float = 10.0  # first byte of a request to the end of its headers
+    body_timeout_seconds: float = 30.0  # reading one request's body
+    idle_timeout_seconds: float = 75.0  # a keep-alive connection with no request
+    write_timeout_seconds: float = 30.0  # a reply or stream the client does not read
+    max_connections: int = 10_000  # per process; more are refused with 503
+    session_idle_seconds: float = 3600.0  # a session unused this long ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,7 @@ class JwtConfig:
     tenant_claim: str = "tenant"
     subject_claim: str = "sub"
     scope_claim: str = "scope"
+    max_lifetime_seconds: float = 86_400.0  # a token whose exp lies further ahead is refused (401)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,7 @@ class AuthConfig:
     resource_metadata: ResourceMetadataConfig = field(default_factory=ResourceMetadataConfig)
     # Tenant given to requests that carry no token; null (the default) means 401.
     anonymous_tenant: str | None = None
+    max_token_bytes: int = 8192  # longer tokens are refused (401) before any verification
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +169,17 @@ class RateLimitConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """Per-tenant budgets, so one tenant cannot exhaust what the others need (top-level `limits`
+    gives every tenant's defaults; `tenants.<name>.limits` overrides them key by key)."""
+
+    sessions: int = 10_000  # a new one beyond this ends the tenant's least recently used session
+    streams: int = 1_000  # open GET streams; beyond: 429
+    in_flight: int = 1_000  # requests being answered at once; beyond: 429 (a batch member: -32603 "limit")
+    batch_size: int = 100  # members of one 2025-03-26 batch; beyond: 429
+
+
+@dataclass(frozen=True, slots=True)
 class TenantConfig:
     name: str
     backends: tuple[str, ...] = ()  # no default access: a tenant sees only the backends it lists
@@ -166,16 +187,22 @@ class TenantConfig:
     tools_deny: tuple[str, ...] = ()
     rate_limit: RateLimitConfig | None = None
     backend_headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    limits: TenantLimits = field(default_factory=TenantLimits)
 
 
 @dataclass(frozen=True, slots=True)
 class AdminConfig:
     scope: str = "mcpgw:admin"
+    refresh_interval_seconds: float = 10.0  # POST /admin/catalogue/refresh at most this often (429)
 
 
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
+    """/metrics names every tenant, backend and tool: it is served on `port` only, or on the main
+    port to scrapes that present `token` (Authorization: Bearer); with neither, not at all."""
+
     port: int | None = None
+    token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +220,7 @@ class Config:
     backends: tuple[Backend, ...] = ()
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     tenants: Mapping[str, TenantConfig] = field(default_factory=dict)
+    limits: TenantLimits = field(default_factory=TenantLimits)
     admin: AdminConfig = field(default_factory=AdminConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

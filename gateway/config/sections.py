@@ -26,6 +26,7 @@ from gateway.config.model import (
     StdioBackend,
     StoreConfig,
     TenantConfig,
+    TenantLimits,
     TlsConfig,
     UpstreamConfig,
 )
@@ -61,6 +62,7 @@ def read(section: Section, build: Callable[[Section], T]) -> T:
 
 
 def build_config(root: Section) -> Config:
+    limits = read(root.section("limits", TenantLimits), _limits(TenantLimits()))
     config = Config(
         server=read(root.section("server", ServerConfig), _server),
         store=read(root.section("store", StoreConfig), _store),
@@ -68,8 +70,9 @@ def build_config(root: Section) -> Config:
         catalogue=read(root.section("catalogue", CatalogueConfig), _catalogue),
         backends=_backends(root),
         upstream=read(root.section("upstream", UpstreamConfig), _upstream),
-        tenants=_tenants(root),
-        admin=read(root.section("admin", AdminConfig), lambda s: AdminConfig(scope=s.get("scope", str))),
+        tenants=_tenants(root, limits),
+        limits=limits,
+        admin=read(root.section("admin", AdminConfig), _admin),
         metrics=read(root.section("metrics", MetricsConfig), _metrics),
         logging=read(root.section("logging", LoggingConfig), _logging),
     )
@@ -94,11 +97,24 @@ def _server(s: Section) -> ServerConfig:
         shutdown_grace_seconds=s.number("shutdown_grace_seconds"),
         public_url=s.get("public_url", str),
         ready_requires=ready_requires,
+        headers_timeout_seconds=s.number("headers_timeout_seconds", minimum=0.1),
+        body_timeout_seconds=s.number("body_timeout_seconds", minimum=0.1),
+        idle_timeout_seconds=s.number("idle_timeout_seconds", minimum=0.1),
+        write_timeout_seconds=s.number("write_timeout_seconds", minimum=0.1),
+        max_connections=s.integer("max_connections", minimum=1),
+        session_idle_seconds=s.number("session_idle_seconds", minimum=1.0),
     )
 
 
 def _metrics(s: Section) -> MetricsConfig:
-    return MetricsConfig(port=_checked_port(s, s.optional_integer("port", minimum=1)))
+    token = s.get("token", str) or None
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"{s.where('token')}: must be at least 16 characters")
+    return MetricsConfig(port=_checked_port(s, s.optional_integer("port", minimum=1)), token=token)
+
+
+def _admin(s: Section) -> AdminConfig:
+    return AdminConfig(scope=s.get("scope", str), refresh_interval_seconds=s.number("refresh_interval_seconds"))
 
 
 def _checked_port(s: Section, port: P) -> P:
@@ -130,6 +146,7 @@ def _auth(s: Section) -> AuthConfig:
         api_keys=tuple(read(item, _api_key) for item in s.items("api_keys", ApiKeyConfig)),
         resource_metadata=read(s.section("resource_metadata", ResourceMetadataConfig), _resource_metadata),
         anonymous_tenant=s.get("anonymous_tenant", str),
+        max_token_bytes=s.integer("max_token_bytes", minimum=256),
     )
 
 
@@ -149,6 +166,7 @@ def _jwt(s: Section) -> JwtConfig:
         tenant_claim=s.get("tenant_claim", str),
         subject_claim=s.get("subject_claim", str),
         scope_claim=s.get("scope_claim", str),
+        max_lifetime_seconds=s.number("max_lifetime_seconds", minimum=1.0),
     )
     if jwt.jwks_url is not None:
         _checked(s, "jwks_url", check_jwks_url, jwt.jwks_url)
@@ -301,21 +319,37 @@ def _circuit(s: Section) -> CircuitConfig:
     )
 
 
-def _tenants(root: Section) -> dict[str, TenantConfig]:
+def _tenants(root: Section, limits: TenantLimits) -> dict[str, TenantConfig]:
     root.seen.add("tenants")
     raw = mapping(root.data.get("tenants"), "tenants")
-    return {str(name): read(Section(body, f"tenants.{name}", TenantConfig), _tenant(str(name)))
+    return {str(name): read(Section(body, f"tenants.{name}", TenantConfig), _tenant(str(name), limits))
             for name, body in raw.items()}
 
 
-def _tenant(name: str) -> Callable[[Section], TenantConfig]:
+def _tenant(name: str, limits: TenantLimits) -> Callable[[Section], TenantConfig]:
     def build(s: Section) -> TenantConfig:
         tools = s.section("tools", TenantConfig)
         allow, deny = tools.strings("allow", field="tools_allow"), tools.strings("deny", field="tools_deny")
         tools.done()
         return TenantConfig(name=name, backends=s.strings("backends"), tools_allow=allow, tools_deny=deny,
                             rate_limit=_rate_limit(s.section("rate_limit", RateLimitConfig)),
-                            backend_headers=_backend_headers(s))
+                            backend_headers=_backend_headers(s),
+                            limits=read(s.section("limits", TenantLimits), _limits(limits)))
+
+    return build
+
+
+def _limits(defaults: TenantLimits) -> Callable[[Section], TenantLimits]:
+    """Per-tenant budgets: each key missing here takes its value from `defaults`."""
+
+    def build(s: Section) -> TenantLimits:
+        def integer(key: str) -> int:
+            value = s.optional_integer(key, minimum=1) if key in s.data else getattr(defaults, key)
+            if value is None:
+                raise ConfigError(f"{s.where(key)}: must be an integer >= 1")
+            return int(value)
+
+        return TenantLimits(**{key: integer(key) for key in ("sessions", "streams", "in_flight", "batch_size")})
 
     return build
 
