@@ -30,6 +30,7 @@ from gateway.app import create_app
 from gateway.components import kill_children
 from gateway.config import Config, ServerConfig
 from gateway.logs import EventLog
+from gateway.transport.connections import Connections, GuardedListener, raise_open_file_limit
 
 log = structlog.get_logger("gateway")
 
@@ -99,20 +100,24 @@ async def run_server(config: Config, *, reuse_port: bool = False, parent_pid: in
     app = create_app(config, events=events)
     tracker = RequestTracker(config.server.path)
     app.middlewares.append(tracker.middleware)  # innermost: counts what reaches a handler
+    connections = Connections.for_server(config.server, raise_open_file_limit())
+    app.middlewares.append(connections.middleware)  # a handler runs: the headers' deadline is met
     app.on_shutdown.append(_end_streams)
     # handler_cancellation: a client that hangs up cancels its handler, so the upstream call is
     # cancelled too and the backend gets notifications/cancelled (aiohttp's default is to run on).
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=FINAL_FLUSH_SECONDS,
-                           handler_cancellation=True)
+                           handler_cancellation=True, keepalive_timeout=config.server.idle_timeout_seconds)
+    listener = GuardedListener(runner, connections)
     started = time.monotonic()
     status, drain_seconds = 0, 0.0
     try:
-        drain_seconds = await _serve_until_signal(runner, config.server, tracker, signals, reuse_port, parent_pid)
+        drain_seconds = await _serve_until_signal(runner, listener, config.server, tracker, signals, reuse_port,
+                                                  parent_pid)
     except OSError as exc:  # the port is taken, or the address is not ours
         log.error("gateway_cannot_listen", host=config.server.host, port=config.server.port, error=str(exc))
         status = 1
     finally:
-        cleaned = await lifecycle.finish_cleanup(runner.cleanup(), forced=signals.forced,
+        cleaned = await lifecycle.finish_cleanup(_close(listener, runner), forced=signals.forced,
                                                  after_force=FORCED_EXIT_SECONDS,
                                                  on_force=lambda: _kill_children(app))
         signals.remove()
@@ -122,12 +127,12 @@ async def run_server(config: Config, *, reuse_port: bool = False, parent_pid: in
     return status
 
 
-async def _serve_until_signal(runner: web.AppRunner, server: ServerConfig, tracker: RequestTracker,
-                              signals: lifecycle.ShutdownSignals, reuse_port: bool,
+async def _serve_until_signal(runner: web.AppRunner, listener: GuardedListener, server: ServerConfig,
+                              tracker: RequestTracker, signals: lifecycle.ShutdownSignals, reuse_port: bool,
                               parent_pid: int | None) -> float:
     """Start, listen, wait for the signal, drain; returns the drain's duration."""
     await runner.setup()  # starts the upstreams and the first catalogue build
-    await _listen(runner, server, reuse_port)
+    await _listen(listener, server, reuse_port)
     watchdog = asyncio.create_task(_watch_parent(parent_pid, signals)) if parent_pid else None
     try:
         await signals.requested.wait()
@@ -139,11 +144,16 @@ async def _serve_until_signal(runner: web.AppRunner, server: ServerConfig, track
     return time.monotonic() - drain_started
 
 
-async def _listen(runner: web.AppRunner, server: ServerConfig, reuse_port: bool) -> None:
-    site = web.TCPSite(runner, server.host, server.port, reuse_port=reuse_port or None)
-    await site.start()
+async def _listen(listener: GuardedListener, server: ServerConfig, reuse_port: bool) -> None:
+    await listener.start(server.host, server.port, reuse_port=reuse_port)
     lifecycle.settle_garbage_collector()
     log.info("gateway_listening", host=server.host, port=server.port, path=server.path, pid=os.getpid())
+
+
+async def _close(listener: GuardedListener, runner: web.AppRunner) -> None:
+    """New connections refused first, then aiohttp ends the open ones and the app cleans up."""
+    listener.close()
+    await runner.cleanup()
 
 
 async def _drain(app: web.Application, tracker: RequestTracker, signals: lifecycle.ShutdownSignals,
