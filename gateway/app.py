@@ -18,11 +18,11 @@ from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
 from gateway.shared_state import open_shared_state
-from gateway.transport.errors import setup_error_replies
+from gateway.transport.errors import error_replies
 from gateway.transport.exchange import Exchange
 from gateway.transport.http import McpEndpoint
 from gateway.transport.requestlog import setup_request_log
-from gateway.transport.security import setup_origin_check
+from gateway.transport.security import origin_check
 from gateway.transport.streams import StreamHub
 
 # Room for the JSON-RPC envelope; the body limit itself is enforced by the transport (413).
@@ -40,14 +40,15 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     metrics = app[keys.METRICS] = Metrics.for_config(config, registry or CollectorRegistry())
     readiness = app[keys.READINESS] = Readiness(on_verdict=metrics.ready_observed)
     setup_request_log(app, config, metrics, events)
-    setup_error_replies(app)
-    setup_origin_check(app, config.server, config.server.path)
+    refusals = [error_replies(), origin_check(config.server)]  # the metrics port's site gets them too
+    app.middlewares.extend(refusals)
     endpoint = app[keys.ENDPOINT] = McpEndpoint(config)
     endpoint.add_routes(app)
     setup_health_routes(app, readiness)
     setup_metadata_routes(app, config)
     setup_admin_routes(app)
-    setup_metrics(app, metrics, host=config.server.host, port=config.metrics.port)
+    setup_metrics(app, metrics, host=config.server.host, port=config.metrics.port, token=config.metrics.token,
+                  middlewares=refusals)
     app.cleanup_ctx.append(_gateway_state(endpoint))
     return app
 
@@ -72,7 +73,7 @@ def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIt
             app[keys.SESSIONS] = shared.sessions
             app[keys.AUTHENTICATOR] = core.authenticator
             app[keys.EXCHANGE] = exchange
-            shared.bind(streams)
+            shared.bind(streams, on_ended=exchange.asks.abandon)
             app[keys.READINESS].gate("catalogue not built yet", core.catalogue.ready)
             app[keys.READINESS].add_check("store", shared.readiness)
             if config.server.ready_requires == "any_backend":

@@ -2,6 +2,7 @@
 
 GCRA keeps one number per tenant, the theoretical arrival time (TAT). A request is allowed
 when, after adding one emission interval T = 1/rate, the TAT is at most `burst * T` ahead of now.
+A batch of n messages costs n intervals at once (`cost`), so batching buys no extra rate.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ log = structlog.get_logger("gateway.ratelimit")
 Decision = tuple[bool, float]  # (allowed, retry_after_seconds)
 
 
-def gcra(tat: float, now: float, limit: RateLimitConfig) -> tuple[bool, float, float]:
-    """Pure GCRA step: (allowed, retry_after, new_tat)."""
+def gcra(tat: float, now: float, limit: RateLimitConfig, cost: int = 1) -> tuple[bool, float, float]:
+    """Pure GCRA step for `cost` requests at once: (allowed, retry_after, new_tat)."""
     interval = 1.0 / limit.requests_per_second
-    new_tat = max(tat, now) + interval
+    new_tat = max(tat, now) + cost * interval
     ahead = new_tat - now - limit.burst * interval
     if ahead > 1e-9:
         return False, ahead, tat
@@ -32,7 +33,7 @@ def gcra(tat: float, now: float, limit: RateLimitConfig) -> tuple[bool, float, f
 
 
 class RateLimiter(Protocol):
-    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision: ...
+    async def check(self, tenant: str, limit: RateLimitConfig, cost: int = 1) -> Decision: ...
 
 
 class MemoryRateLimiter:
@@ -40,11 +41,11 @@ class MemoryRateLimiter:
         self.clock = clock
         self._tat: dict[str, float] = {}
 
-    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
-        return self.check_now(tenant, limit)
+    async def check(self, tenant: str, limit: RateLimitConfig, cost: int = 1) -> Decision:
+        return self.check_now(tenant, limit, cost)
 
-    def check_now(self, tenant: str, limit: RateLimitConfig) -> Decision:
-        allowed, retry_after, self._tat[tenant] = gcra(self._tat.get(tenant, 0.0), self.clock(), limit)
+    def check_now(self, tenant: str, limit: RateLimitConfig, cost: int = 1) -> Decision:
+        allowed, retry_after, self._tat[tenant] = gcra(self._tat.get(tenant, 0.0), self.clock(), limit, cost)
         return allowed, retry_after
 
 
@@ -54,9 +55,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3] or '1')
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
-local new_tat = tat + interval
+local new_tat = tat + cost * interval
 local ahead = new_tat - now - burst * interval
 if ahead > 0.000000001 then
   return {0, tostring(ahead)}
@@ -93,16 +95,17 @@ class RedisRateLimiter:
         self.degraded = False
         self._retry_at = 0.0
 
-    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
+    async def check(self, tenant: str, limit: RateLimitConfig, cost: int = 1) -> Decision:
         if self.degraded and self.clock() < self._retry_at:
-            return self.fallback.check_now(tenant, limit)
+            return self.fallback.check_now(tenant, limit, cost)
         key = f"{self.key_prefix}ratelimit:{tenant}"
         try:
             async with asyncio.timeout(self.timeout_seconds):
-                allowed, ahead = await self._script(keys=[key], args=[1.0 / limit.requests_per_second, limit.burst])
+                allowed, ahead = await self._script(keys=[key],
+                                                    args=[1.0 / limit.requests_per_second, limit.burst, cost])
         except Exception as exc:  # any Redis trouble: never fail a request because of it
             self._degrade(exc)
-            return self.fallback.check_now(tenant, limit)
+            return self.fallback.check_now(tenant, limit, cost)
         if self.degraded:
             if self.on_failure is None:
                 log.info("ratelimit_redis_recovered")

@@ -49,10 +49,12 @@ class SharedState:
     runners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background, while open
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def bind(self, streams: StreamHub) -> None:
-        """A session ended on another replica closes its GET stream here too."""
-        if isinstance(self.sessions, RedisSessionStore):
-            self.sessions.on_ended(streams.forget)
+    def bind(self, streams: StreamHub, *, on_ended: Callable[[str], None] | None = None) -> None:
+        """Whatever ends a session (DELETE, idleness, its tenant's budget, another replica's DELETE)
+        closes its GET stream and drops its replay history; `on_ended` hears of it too."""
+        self.sessions.on_ended(streams.forget)
+        if on_ended is not None:
+            self.sessions.on_ended(on_ended)
 
     async def readiness(self) -> str | None:
         """For /readyz: with store.required, not ready until Redis first answers, or once it stays down."""
@@ -70,18 +72,23 @@ class SharedRateLimiter:
         self.limiter = limiter
         self.health = health
 
-    async def check(self, tenant: str, limit: RateLimitConfig) -> Decision:
+    async def check(self, tenant: str, limit: RateLimitConfig, cost: int = 1) -> Decision:
         if not self.health.up:
-            return self.limiter.fallback.check_now(tenant, limit)
-        return await self.limiter.check(tenant, limit)
+            return self.limiter.fallback.check_now(tenant, limit, cost)
+        return await self.limiter.check(tenant, limit, cost)
 
 
 @contextlib.asynccontextmanager
 async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -> AsyncIterator[SharedState]:
     """The shared state for this process, running until the context ends."""
     if not config.store.redis_url:
-        sessions = MemorySessionStore(on_count=metrics.sessions_observed if metrics is not None else None)
-        yield SharedState(MemorySnapshotStore(), sessions, MemoryRateLimiter())
+        sessions = MemorySessionStore(idle_seconds=config.server.session_idle_seconds, limit_for=session_limits(config),
+                                      on_count=metrics.sessions_observed if metrics is not None else None)
+        expiry = asyncio.create_task(sessions.run(), name="session-expiry")
+        try:
+            yield SharedState(MemorySnapshotStore(), sessions, MemoryRateLimiter())
+        finally:
+            await cancel_quietly(expiry)
         return
     redis = create_client(config.store.redis_url)
     health = StoreHealth(name=redacted(config.store.redis_url),
@@ -102,6 +109,7 @@ def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metri
     snapshots = RedisSnapshotStore(redis, key_prefix=prefix, backends=[b.name for b in config.backends],
                                    health=health, events=events, ttl_seconds=snapshot_ttl(config))
     sessions = RedisSessionStore(redis, key_prefix=prefix, health=health, events=events,
+                                 idle_seconds=config.server.session_idle_seconds, limit_for=session_limits(config),
                                  on_count=metrics.sessions_observed if metrics is not None else None)
     limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
     return SharedState(snapshots, sessions, limiter, health=health, events=events, required=config.store.required,
@@ -115,6 +123,11 @@ async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:
     if health.up and state.events is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(state.events.subscribed.wait(), SUBSCRIBE_WAIT_SECONDS)
+
+
+def session_limits(config: Config) -> Callable[[str], int]:
+    """Each tenant's session budget (a tenant no longer configured gets the defaults)."""
+    return lambda tenant: (config.tenants[tenant].limits if tenant in config.tenants else config.limits).sessions
 
 
 def snapshot_ttl(config: Config) -> float:

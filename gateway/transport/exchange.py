@@ -3,7 +3,8 @@
 HTTP and stdio both drive an `Exchange`; they only move bytes and map errors to their own
 form (an HTTP status, or a JSON-RPC error line). Here, once for both:
 
-- `authenticate` the caller, then `admit` it: resolve its tenant, charge its rate limit;
+- `authenticate` the caller, then `admit` it: resolve its tenant, refuse a batch over its size
+  limit and charge its rate limit (one unit per JSON-RPC message: a batch costs what its members would);
 - `handle`: a message or a 2025-03-26 batch, run through the dispatcher. Requests run in the
   in-flight registry, so the client's `notifications/cancelled` stops them (and they get no
   reply); the client's responses go to the gateway's requests that wait for them;
@@ -27,7 +28,7 @@ from gateway.catalogue.merge import Catalogue
 from gateway.catalogue.refresher import CatalogueListener
 from gateway.config import TenantConfig
 from gateway.dispatch import Dispatcher
-from gateway.errors import InvalidRequest, RateLimited
+from gateway.errors import InvalidRequest, LimitReached, RateLimited
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.ratelimit import RateLimiter, retry_after_header
@@ -64,14 +65,18 @@ class Exchange:
         self.rate_limiter = rate_limiter
         self.inflight = inflight or InFlight()
         self.asks = asks or PendingAsks()
+        self.busy: dict[str, int] = {}  # requests being answered, per tenant (limits.in_flight)
 
     # ---------------------------------------------------------------- admission
 
-    async def admit(self, principal: Principal) -> TenantConfig:
-        """The principal's tenant (403 when unknown), charged one request of its rate limit (429)."""
+    async def admit(self, principal: Principal, data: Any = None) -> TenantConfig:
+        """The principal's tenant (403 when unknown), charged its rate limit for the messages in `data` (429)."""
         tenant = resolve_tenant(principal, self.tenants)
+        cost = len(data) if isinstance(data, list) else 1
+        if cost > tenant.limits.batch_size:
+            raise LimitReached("batch_size", tenant.limits.batch_size)
         if tenant.rate_limit is not None and self.rate_limiter is not None:
-            allowed, retry_after = await self.rate_limiter.check(tenant.name, tenant.rate_limit)
+            allowed, retry_after = await self.rate_limiter.check(tenant.name, tenant.rate_limit, max(cost, 1))
             if not allowed:
                 raise RateLimited("Too Many Requests", headers={"Retry-After": retry_after_header(retry_after)})
         return tenant
@@ -112,19 +117,41 @@ class Exchange:
         if not isinstance(message, Message):
             return message  # the member's error reply
         ctx = replace(batch, method=message.method)  # members run concurrently: each its own tool/outcome
-        reply = await self.handle_message(message, ctx)
+        try:
+            reply = await self.handle_message(message, ctx)
+        except LimitReached as exc:  # the batch was admitted: its member gets the refusal
+            ctx.outcome = "rate_limited"
+            reply = jsonrpc.error_response(message.id, exc.in_batch())
         if ctx.outcome != "ok":
             batch.outcome = ctx.outcome  # the batch's log line shows a member's failure
         return reply
 
     async def run_request(self, message: Message, ctx: RequestContext) -> JsonObject | None:
-        """Dispatch one request; a request the client cancels gets no reply (spec: cancellation)."""
+        """Dispatch one request within its tenant's in-flight budget (LimitReached beyond it)."""
+        self.take_slot(ctx.tenant)
+        try:
+            return await self.dispatch_request(message, ctx)
+        finally:
+            self.release_slot(ctx.tenant)
+
+    async def dispatch_request(self, message: Message, ctx: RequestContext) -> JsonObject | None:
+        """Dispatch one request (its slot taken); one the client cancels gets no reply (spec: cancellation)."""
         try:
             return await self.inflight.run((ctx.session_id or "", message.id),
                                            self.dispatcher.handle(message, ctx))
         except CancelledByClient:
             ctx.outcome = "cancelled"
             return None
+
+    def take_slot(self, tenant: TenantConfig) -> None:
+        """One more request of `tenant` in flight; LimitReached (429) when its budget is spent."""
+        busy = self.busy.get(tenant.name, 0)
+        if busy >= tenant.limits.in_flight:
+            raise LimitReached("in_flight", tenant.limits.in_flight)
+        self.busy[tenant.name] = busy + 1
+
+    def release_slot(self, tenant: TenantConfig) -> None:
+        self.busy[tenant.name] -= 1
 
     def _cancel(self, message: Message, ctx: RequestContext) -> None:
         request_id = (message.params or {}).get("requestId")

@@ -68,7 +68,7 @@ class McpEndpoint:
         data = jsonrpc.loads(await self._read_body(request))
         # _admit's two steps, inline: one coroutine fewer on every call
         principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
-        caller = principal, await self.exchange.admit(principal)
+        caller = principal, await self.exchange.admit(principal, data)
         if isinstance(data, list):
             return await self._post_batch(request, caller, data)
         message = jsonrpc.parse_message(data)
@@ -147,7 +147,7 @@ class McpEndpoint:
     async def _admit(self, request: web.Request, data: Any) -> Caller:
         """Every request is authenticated, its tenant must exist (403) and be within its rate (429)."""
         principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
-        return principal, await self.exchange.admit(principal)
+        return principal, await self.exchange.admit(principal, data)
 
     async def _session(self, request: web.Request, principal: Principal) -> Session:
         """The request's session; missing → 400, unknown, ended or someone else's → 404."""

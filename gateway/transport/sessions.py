@@ -51,32 +51,47 @@ class SessionStore(Protocol):
 
     def count(self) -> int: ...
 
+    def on_ended(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(session_id)` whenever a session ends, whatever ended it."""
+
+
+SessionLimit = Callable[[str], int]
+"""The most sessions a tenant may hold (by tenant name)."""
+
+SWEEP_SECONDS = 60.0
+"""How often idle sessions are looked for, at most (sessions a client never uses again end too)."""
+
 
 class MemorySessionStore:
-    """Sessions of one process, expired after `idle_seconds` without a request.
+    """Sessions of one process, ended after `idle_seconds` without a request.
 
+    Each tenant has its own budget (`limit_for`): a new session beyond it ends that tenant's
+    least recently used one, never another tenant's. Listeners hear of every end (DELETE,
+    idleness, eviction), so what hangs off a session (its GET stream, replay history) goes too.
     `on_count` hears the number of sessions whenever it changes (the sessions gauge).
     """
 
-    def __init__(self, *, idle_seconds: float = 3600.0, max_sessions: int = 100_000,
+    def __init__(self, *, idle_seconds: float = 3600.0, limit_for: SessionLimit | None = None,
                  clock: Callable[[], float] = time.time,
                  id_factory: Callable[[], str] = new_session_id,
                  on_count: Callable[[int], None] | None = None) -> None:
         self.idle_seconds = idle_seconds
-        self.max_sessions = max_sessions
+        self.limit_for = limit_for or (lambda tenant: 100_000)
         self.clock = clock
         self.id_factory = id_factory
         self.on_count = on_count
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._sessions: dict[str, Session] = {}
+        self._recency: dict[str, OrderedDict[str, None]] = {}  # per tenant, least recently used first
+        self._listeners: list[Callable[[str], None]] = []
+
+    def on_ended(self, listener: Callable[[str], None]) -> None:
+        self._listeners.append(listener)
 
     async def create(self, principal: Principal, protocol_version: str) -> Session:
         now = self.clock()
         session = Session(self.id_factory(), principal.tenant, principal.subject,
                           protocol_version, now, now)
-        self._sessions[session.id] = session
-        while len(self._sessions) > self.max_sessions:
-            self._sessions.popitem(last=False)  # the least recently used goes first
-        self._counted()
+        self.put(session)
         return session
 
     async def get(self, session_id: str) -> Session | None:
@@ -85,41 +100,72 @@ class MemorySessionStore:
             return None
         now = self.clock()
         if now - session.last_seen > self.idle_seconds:
-            del self._sessions[session_id]
+            self._end(session_id)
             self._counted()
             return None
         if now - session.last_seen > 1.0:  # refresh at most once a second
             session = self._sessions[session_id] = replace(session, last_seen=now)
-        self._sessions.move_to_end(session_id)
+        self._recency[session.tenant].move_to_end(session_id)
         return session
 
     async def delete(self, session_id: str) -> bool:
-        existed = self._sessions.pop(session_id, None) is not None
+        existed = self._end(session_id)
         self._counted()
         return existed
 
     def count(self) -> int:
         return len(self._sessions)
 
+    def count_of(self, tenant: str) -> int:
+        return len(self._recency.get(tenant, ()))
+
     def _counted(self) -> None:
         if self.on_count is not None:
             self.on_count(len(self._sessions))
 
     def put(self, session: Session) -> None:
-        """Add a session made elsewhere (a cache of a shared store)."""
+        """Add a session (new, or made elsewhere for a cache of a shared store), within its tenant's budget."""
         self._sessions[session.id] = session
-        self._sessions.move_to_end(session.id)
-        while len(self._sessions) > self.max_sessions:
-            self._sessions.popitem(last=False)
+        recency = self._recency.setdefault(session.tenant, OrderedDict())
+        recency[session.id] = None
+        recency.move_to_end(session.id)
+        limit = self.limit_for(session.tenant)
+        while len(recency) > limit:
+            self._end(next(iter(recency)))  # the tenant's least recently used goes first
         self._counted()
 
+    def _end(self, session_id: str) -> bool:
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        recency = self._recency[session.tenant]
+        del recency[session_id]
+        if not recency:
+            del self._recency[session.tenant]
+        for listener in self._listeners:
+            listener(session_id)
+        return True
+
     def sessions(self) -> list[Session]:
-        """The sessions not idle for too long (expired ones are dropped on the way)."""
-        now = self.clock()
-        for session_id in [s.id for s in self._sessions.values() if now - s.last_seen > self.idle_seconds]:
-            del self._sessions[session_id]
-        self._counted()
+        """The sessions not idle for too long (expired ones end on the way)."""
+        self.sweep()
         return list(self._sessions.values())
+
+    def sweep(self) -> int:
+        """End every session idle for too long; returns how many ended."""
+        cutoff = self.clock() - self.idle_seconds
+        expired = [s.id for s in self._sessions.values() if s.last_seen < cutoff]
+        for session_id in expired:
+            self._end(session_id)
+        if expired:
+            self._counted()
+        return len(expired)
+
+    async def run(self) -> None:
+        """Background task: end idle sessions even if no client ever asks for them again."""
+        while True:
+            await asyncio.sleep(min(SWEEP_SECONDS, self.idle_seconds / 4))
+            self.sweep()
 
 
 SESSION_ENDED_EVENT = "session_ended"
@@ -163,7 +209,7 @@ class RedisSessionStore:
 
     def __init__(self, redis: Any, *, key_prefix: str, health: StoreHealth, events: EventBus,
                  idle_seconds: float = 3600.0, touch_seconds: float | None = None,
-                 clock: Callable[[], float] = time.time,
+                 limit_for: SessionLimit | None = None, clock: Callable[[], float] = time.time,
                  id_factory: Callable[[], str] = new_session_id,
                  on_count: Callable[[int], None] | None = None) -> None:
         self.redis = redis
@@ -173,13 +219,14 @@ class RedisSessionStore:
         self.idle_ms = max(1000, int(idle_seconds * 1000))
         self.touch_seconds = touch_seconds if touch_seconds is not None else min(60.0, idle_seconds / 4)
         self.clock = clock
-        self.local = MemorySessionStore(idle_seconds=idle_seconds, clock=clock, id_factory=id_factory,
-                                        on_count=on_count)
+        self.local = MemorySessionStore(idle_seconds=idle_seconds, limit_for=limit_for, clock=clock,
+                                        id_factory=id_factory, on_count=on_count)
         self._touched: dict[str, float] = {}  # when each cached session's expiry was last pushed
         self._due: set[str] = set()
         self._pending_ends: set[str] = set()
-        self._ended_listeners: list[Callable[[str], None]] = []
         self._upsert = redis.register_script(UPSERT_SCRIPT)
+        self._swept_at = clock()
+        self.local.on_ended(self._drop)  # a session leaving the cache takes its touch times along
         events.on(SESSION_ENDED_EVENT, self._on_ended_event)
         events.on_resync(self.resync)
 
@@ -187,8 +234,9 @@ class RedisSessionStore:
         return f"{self.key_prefix}session:{session_id}"
 
     def on_ended(self, listener: Callable[[str], None]) -> None:
-        """Call `listener(session_id)` when a session ends on another replica (e.g. to close its stream)."""
-        self._ended_listeners.append(listener)
+        """Call `listener(session_id)` when a session ends here or on another replica, or leaves the cache
+        (ended, idle, or over its tenant's budget on this replica): e.g. to close its stream."""
+        self.local.on_ended(listener)
 
     async def create(self, principal: Principal, protocol_version: str) -> Session:
         session = await self.local.create(principal, protocol_version)
@@ -238,13 +286,9 @@ class RedisSessionStore:
             sessions = [s for session_id in due if (s := await self.local.get(session_id)) is not None]
             if sessions and not await self._write_back(sessions):
                 self._due |= due  # Redis is down: the resync writes them all anyway
-            self._forget_expired()
-
-    def _forget_expired(self) -> None:
-        """Drop the touch times of sessions the local cache let go (idle or evicted), now and then."""
-        if len(self._touched) > 2 * self.local.count() + 1000:
-            alive = {s.id for s in self.local.sessions()}
-            self._touched = {k: v for k, v in self._touched.items() if k in alive}
+            if self.clock() - self._swept_at >= min(SWEEP_SECONDS, self.local.idle_seconds / 4):
+                self._swept_at = self.clock()
+                self.local.sweep()  # idle sessions leave the cache, with what hangs off them
 
     async def resync(self) -> None:
         """After (re)connecting: write the ends kept while down, then every cached session back."""
@@ -295,10 +339,8 @@ class RedisSessionStore:
             await self._ended_elsewhere(session_id)
 
     async def _ended_elsewhere(self, session_id: str) -> None:
-        await self.local.delete(session_id)
+        await self.local.delete(session_id)  # its listeners hear of it
         self._drop(session_id)
-        for listener in self._ended_listeners:
-            listener(session_id)
 
 
 def _encode(session: Session) -> bytes:

@@ -119,7 +119,7 @@ class StdioClient:
         try:
             data = jsonrpc.loads(line)
             principal = await self.exchange.authenticate(self.credentials, data)
-            tenant = await self.exchange.admit(principal)
+            tenant = await self.exchange.admit(principal, data)
             ctx = RequestContext(principal, tenant, request_id, self.protocol_version, channel=self.channel)
             reply = await self.exchange.handle(data, ctx)
             self._observe(data)

@@ -5,6 +5,9 @@ another replica (or by this process before a restart) is recognised as foreign r
 than mistaken for one of ours. A resume that the buffer cannot serve exactly (a foreign
 id, or events already pushed out of the buffer) gets the hub's `catch_up` message instead,
 e.g. `notifications/tools/list_changed`: the client lists again and misses nothing.
+
+A session's entry (stream and history) lives as long as the session: the session store's end
+listener calls `forget`, whatever ended it. Each tenant may hold `limits.streams` open streams.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
-from gateway.errors import Conflict
+from gateway.errors import Conflict, LimitReached
 from gateway.protocol.jsonrpc import JsonObject, dumps
 
 REPLAY_EVENTS = 100
@@ -35,28 +38,45 @@ class StreamHub:
 
     def __init__(self, *, catch_up: JsonObject | None = None, epoch: str | None = None) -> None:
         self._streams: dict[str, _SessionStream] = {}
+        self._open: dict[str, int] = {}  # attached GET streams per tenant (limits.streams)
         self._ids = itertools.count(1)
         self.epoch = epoch or secrets.token_hex(4)
         self._catch_up = dumps(catch_up) if catch_up is not None else None
 
-    def open(self, session_id: str, tenant: str) -> asyncio.Queue[tuple[str, bytes]]:
-        """Attach the one GET stream of a session; a second concurrent one is refused (409)."""
-        stream = self._streams.setdefault(session_id, _SessionStream(tenant))
-        if stream.queue is not None:
+    def open(self, session_id: str, tenant: str, limit: int | None = None) -> asyncio.Queue[tuple[str, bytes]]:
+        """Attach the one GET stream of a session; a second concurrent one is refused (409), and one
+        beyond the tenant's `limit` of open streams too (429)."""
+        stream = self._streams.get(session_id)
+        if stream is not None and stream.queue is not None:
             raise Conflict("Conflict: this session already has a GET stream")
+        if limit is not None and self._open.get(tenant, 0) >= limit:
+            raise LimitReached("streams", limit)
+        stream = self._streams.setdefault(session_id, _SessionStream(tenant))
         stream.queue = asyncio.Queue(maxsize=1000)
+        self._open[tenant] = self._open.get(tenant, 0) + 1
         return stream.queue
 
     def detach(self, session_id: str, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
         stream = self._streams.get(session_id)
         if stream is not None and stream.queue is queue:
-            stream.queue = None
+            self._close(stream)
 
     def forget(self, session_id: str) -> None:
         """The session ended: drop its stream and history."""
         stream = self._streams.pop(session_id, None)
         if stream and stream.queue is not None:
+            if stream.queue.full():
+                stream.queue.get_nowait()  # the writer is ending anyway: room for the sign to stop
             stream.queue.put_nowait(("", b""))  # wakes the writer, which then closes
+            self._close(stream)
+
+    def _close(self, stream: _SessionStream) -> None:
+        stream.queue = None
+        self._open[stream.tenant] -= 1
+
+    def count(self) -> tuple[int, int]:
+        """(sessions with an entry, attached streams)."""
+        return len(self._streams), sum(self._open.values())
 
     def replay(self, session_id: str, last_event_id: str) -> list[tuple[str, bytes]]:
         """Events after `last_event_id` on this session's stream; the catch-up if they cannot be known."""

@@ -1,4 +1,4 @@
-"""gateway.transport.sessions: MemorySessionStore with an injected clock, idle expiry and an LRU bound."""
+"""gateway.transport.sessions: MemorySessionStore with an injected clock, idle expiry and per-tenant LRU bounds."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from gateway.tenancy import Principal
 from gateway.transport.sessions import MemorySessionStore, Session, new_session_id
 
 ALICE = Principal("acme", "alice")
+MALLORY = Principal("globex", "mallory")
 
 
 class Clock:
@@ -19,9 +20,10 @@ class Clock:
         return self.now
 
 
-def store(clock: Clock, **options: float) -> MemorySessionStore:
+def store(clock: Clock, max_sessions: int = 100, **options: float) -> MemorySessionStore:
     counter = itertools.count(1)
-    return MemorySessionStore(clock=clock, id_factory=lambda: f"s{next(counter)}", **options)
+    return MemorySessionStore(clock=clock, id_factory=lambda: f"s{next(counter)}",
+                              limit_for=lambda tenant: max_sessions, **options)
 
 
 # ---------------------------------------------------------------- ids
@@ -113,7 +115,7 @@ async def test_last_seen_is_refreshed_at_most_once_a_second() -> None:
     assert (first.last_seen if first else None, second.last_seen if second else None) == (1000.0, 1001.5)
 
 
-# ---------------------------------------------------------------- LRU bound
+# ---------------------------------------------------------------- per-tenant LRU bound
 
 
 async def test_the_oldest_session_is_evicted_past_the_bound() -> None:
@@ -132,6 +134,28 @@ async def test_a_recently_used_session_is_kept_over_an_idle_one() -> None:
     await sessions.get("s1")
     await sessions.create(ALICE, "v")
     assert [await sessions.get(i) is not None for i in ("s1", "s2", "s3")] == [True, False, True]
+
+
+async def test_a_tenant_over_its_budget_evicts_only_its_own_sessions() -> None:
+    sessions = store(Clock(), max_sessions=2)
+    await sessions.create(ALICE, "v")  # s1: the least recently used of all
+    for _ in range(50):
+        await sessions.create(MALLORY, "v")
+    assert (await sessions.get("s1") is not None, sessions.count_of("acme"), sessions.count_of("globex")) == (
+        True, 1, 2)
+
+
+async def test_every_end_is_heard_whatever_ended_the_session() -> None:
+    clock = Clock()
+    sessions = store(clock, max_sessions=1, idle_seconds=10)
+    ended: list[str] = []
+    sessions.on_ended(ended.append)
+    await sessions.create(ALICE, "v")  # s1
+    await sessions.create(ALICE, "v")  # s2 evicts s1
+    await sessions.delete("s2")
+    await sessions.create(MALLORY, "v")  # s3
+    clock.now += 11
+    assert (sessions.sweep(), ended, sessions.count()) == (1, ["s1", "s2", "s3"], 0)
 
 
 # ---------------------------------------------------------------- belongs_to
