@@ -1,21 +1,30 @@
-"""Admin endpoints, for tokens with the admin scope only."""
+"""Admin endpoints: a bearer token in the Authorization header (never `?token=`), with the
+admin scope, naming a configured tenant. A catalogue refresh asks every backend, so it runs
+at most once per `admin.refresh_interval_seconds` (429 with Retry-After in between)."""
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from gateway import keys
-from gateway.transport.credentials import HttpCredentials
+from gateway.errors import RateLimited
+from gateway.tenancy import resolve_tenant
+from gateway.transport.credentials import HeaderCredentials
 from gateway.transport.requestlog import PRINCIPAL
 
 
 async def _require_admin(request: web.Request) -> None:
+    config = request.app[keys.CONFIG]
     authenticator = request.app[keys.AUTHENTICATOR]
-    credentials = HttpCredentials(request, request.app[keys.CONFIG])
+    credentials = HeaderCredentials(request, config)
     principal = request[PRINCIPAL] = await authenticator.authenticate(credentials, None)
-    authenticator.require_scope(principal, request.app[keys.CONFIG].admin.scope, credentials)
+    resolve_tenant(principal, config.tenants)  # 403 for a tenant that is not configured
+    authenticator.require_scope(principal, config.admin.scope, credentials)
 
 
 async def backends(request: web.Request) -> web.Response:
@@ -44,14 +53,27 @@ async def backends(request: web.Request) -> web.Response:
     return web.json_response({"catalogue_version": current.version, "backends": rows})
 
 
-async def refresh(request: web.Request) -> web.Response:
-    await _require_admin(request)
-    catalogue = request.app[keys.CATALOGUE]
-    await catalogue.refresh_all()
-    return web.json_response({"catalogue_version": catalogue.current.version,
-                              "tools": len(catalogue.current.entries)})
+def refresh_handler(interval: float,
+                    clock: Callable[[], float] = time.monotonic) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """POST /admin/catalogue/refresh, at most once per `interval` seconds in this process."""
+    last = -math.inf
+
+    async def refresh(request: web.Request) -> web.Response:
+        nonlocal last
+        await _require_admin(request)
+        wait = last + interval - clock()
+        if wait > 0:
+            raise RateLimited(f"Too Many Requests: a refresh runs at most every {interval:g} s",
+                              headers={"Retry-After": str(math.ceil(wait))})
+        last = clock()
+        catalogue = request.app[keys.CATALOGUE]
+        await catalogue.refresh_all()
+        return web.json_response({"catalogue_version": catalogue.current.version,
+                                  "tools": len(catalogue.current.entries)})
+
+    return refresh
 
 
 def setup_admin_routes(app: web.Application) -> None:
     app.router.add_get("/admin/backends", backends)
-    app.router.add_post("/admin/catalogue/refresh", refresh)
+    app.router.add_post("/admin/catalogue/refresh", refresh_handler(app[keys.CONFIG].admin.refresh_interval_seconds))

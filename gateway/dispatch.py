@@ -15,6 +15,7 @@ import structlog
 from gateway.catalogue.refresher import CatalogueService
 from gateway.config import Config
 from gateway.errors import BackendError, FailureReason, GatewayError, InternalError, InvalidParams, MethodNotFound
+from gateway.logs import clip
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext, upstream_headers
@@ -64,7 +65,7 @@ class Dispatcher:
             ctx.outcome = _outcome(exc)
             return jsonrpc.error_response(message.id, exc)
         except Exception:
-            log.exception("dispatch_failed", method=message.method, request_id=ctx.request_id)
+            log.exception("dispatch_failed", method=clip(message.method), request_id=ctx.request_id)
             ctx.outcome = "error"
             return jsonrpc.error_response(message.id, InternalError("Internal error"))
         finally:

@@ -14,10 +14,14 @@
         ├── Forbidden                 403 (unknown tenant, missing scope, bad Origin/Host)
         ├── NotFound                  404 (unknown or ended session)
         ├── NotAcceptable             406 (Accept lacks json or event-stream)
+        ├── RequestTimeout            408 (body not sent within server.body_timeout_seconds)
         ├── Conflict                  409 (a second GET stream for one session)
         ├── PayloadTooLarge           413 (body over server.max_body_bytes)
         ├── UnsupportedMediaType      415 (Content-Type is not application/json)
-        └── RateLimited               429 + Retry-After
+        ├── RateLimited               429 + Retry-After
+        │   └── LimitReached          429 + Retry-After: a per-tenant budget (sessions, streams,
+        │                             in_flight, batch_size); a batch member gets -32603, data.reason "limit"
+        └── ServiceUnavailable        503 (the process's connection cap is reached)
 
 The codes come from `protocol.spec`. `protocol.jsonrpc.error_response` turns an error into
 its JSON-RPC error object, and `transport.errors` is the one place an error that escaped a
@@ -138,5 +142,29 @@ class UnsupportedMediaType(HttpError):
     http_status = 415
 
 
+class RequestTimeout(HttpError):
+    http_status = 408
+
+
 class RateLimited(HttpError):
     http_status = 429
+
+
+class LimitReached(RateLimited):
+    """A tenant's budget is spent; `limit` names it (a `TenantLimits` field)."""
+
+    REASON: ClassVar[str] = "limit"
+
+    def __init__(self, limit: str, maximum: int) -> None:
+        super().__init__(f"Too Many Requests: the tenant's {limit} limit ({maximum}) is reached",
+                         headers={"Retry-After": "1"})
+        self.limit = limit
+        self.data = {"reason": self.REASON, "limit": limit}
+
+    def in_batch(self) -> InternalError:
+        """The same refusal as a batch member's JSON-RPC error (the batch itself was admitted)."""
+        return InternalError(self.message, data=self.data)
+
+
+class ServiceUnavailable(HttpError):
+    http_status = 503

@@ -28,6 +28,14 @@ NEW_TRACE_FLAGS = "01"
 
 log = structlog.get_logger("gateway.request")
 
+MAX_LOGGED_CHARS = 200
+"""A logged value a client chose (method name, path, claims) is cut to this many characters."""
+
+
+def clip(value: str) -> str:
+    """`value`, cut to MAX_LOGGED_CHARS: a client must not write megabytes of log per request."""
+    return value if len(value) <= MAX_LOGGED_CHARS else value[:MAX_LOGGED_CHARS] + "..."
+
 
 def configure_logging(config: LoggingConfig, *, stream: object = None) -> EventLog:
     """JSON lines on stdout (or console rendering when stderr is a terminal and format=auto).

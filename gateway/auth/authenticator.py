@@ -1,7 +1,9 @@
 """Turns a request's token into a Principal, or refuses it with 401/403.
 
 Order: API key (an exact hash match), then JWT. Verified principals are cached by token
-hash until they expire, so the hot path does not re-verify signatures.
+hash until they expire (a JWT's `exp`, which is always there), so the hot path does not
+re-verify signatures. A token longer than `auth.max_token_bytes`, or claims longer than
+MAX_CLAIM_CHARS, are refused (401) before they can fill the cache or the logs.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -26,6 +28,9 @@ log = structlog.get_logger("gateway.auth")
 
 CACHE_SIZE = 10_000
 API_KEY_CACHE_SECONDS = 300.0
+MAX_CLAIM_CHARS = 256
+"""The longest tenant, subject or single scope accepted from a token."""
+MAX_SCOPES = 100
 
 FailureHook = Callable[[str], None]
 
@@ -59,6 +64,8 @@ class Authenticator:
         return await self.principal_for(token, credentials)
 
     async def principal_for(self, token: str, credentials: Credentials | None = None) -> Principal:
+        if len(token) > self.auth.max_token_bytes:
+            self._refuse(InvalidToken("oversize"), credentials)
         key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         cached = self._cache.get(key)
         if cached is not None and (cached.expires_at is None or cached.expires_at > self.clock()):
@@ -67,12 +74,15 @@ class Authenticator:
         try:
             principal = await self._verify(token)
         except InvalidToken as exc:
-            self.on_failure(exc.reason)
-            log.info("auth_failed", reason=exc.reason)
-            raise Unauthorized("Unauthorized: invalid token",
-                               headers=self.challenge(credentials, error="invalid_token")) from None
+            self._refuse(exc, credentials)
         self._remember(key, principal)
         return principal
+
+    def _refuse(self, exc: InvalidToken, credentials: Credentials | None) -> NoReturn:
+        self.on_failure(exc.reason)
+        log.info("auth_failed", reason=exc.reason)
+        raise Unauthorized("Unauthorized: invalid token",
+                           headers=self.challenge(credentials, error="invalid_token")) from None
 
     def require_scope(self, principal: Principal, scope: str, credentials: Credentials) -> None:
         if scope not in principal.scopes:
@@ -114,9 +124,12 @@ class Authenticator:
             tenant = ""  # a valid token naming no tenant is refused as an unknown tenant (403)
         if not isinstance(subject, str | int) or isinstance(subject, bool):
             raise InvalidToken("no_subject")
-        expires = claims.get("exp")
-        return Principal(tenant, str(subject), scopes_of(claim(claims, jwt_config.scope_claim)),
-                         float(expires) if isinstance(expires, int | float) else None)
+        scopes = scopes_of(claim(claims, jwt_config.scope_claim))
+        subject = str(subject)
+        if max(len(tenant), len(subject)) > MAX_CLAIM_CHARS or len(scopes) > MAX_SCOPES \
+                or any(len(scope) > MAX_CLAIM_CHARS for scope in scopes):
+            raise InvalidToken("oversize")
+        return Principal(tenant, subject, scopes, float(claims["exp"]))  # the verifier checked it is a number
 
     def _remember(self, key: bytes, principal: Principal) -> None:
         self._cache[key] = principal

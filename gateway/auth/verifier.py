@@ -1,7 +1,15 @@
-"""JWT verification with pyjwt: explicit algorithms, and iss/aud/exp/nbf with leeway."""
+"""JWT verification with pyjwt: explicit algorithms, and iss/aud/exp/nbf with leeway.
+
+On top of pyjwt's checks: `exp`, `nbf` and `iat` must be JSON numbers (pyjwt also takes
+numeric strings, and a principal cached under a string `exp` would never expire), and `exp`
+may lie at most `max_lifetime_seconds` ahead (which also refuses absurd values such as 10**400).
+"""
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +27,15 @@ class InvalidToken(Exception):
         self.reason = reason
 
 
+TIME_CLAIMS = ("exp", "nbf", "iat")
+
+
 class JwtVerifier:
-    def __init__(self, config: JwtConfig, jwks: JwksCache | None = None) -> None:
+    def __init__(self, config: JwtConfig, jwks: JwksCache | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.jwks = jwks
+        self.clock = clock
         self._public_key = Path(config.public_key_file).read_text() if config.public_key_file else None
 
     @property
@@ -39,6 +52,11 @@ class JwtVerifier:
         if algorithm not in self.config.algorithms:
             raise InvalidToken("algorithm")
         key = await self._key(header)
+        claims = self._decode(token, key)
+        self._check_times(claims)
+        return claims
+
+    def _decode(self, token: str, key: Any) -> dict[str, Any]:
         try:
             return jwt.decode(
                 token, key, algorithms=list(self.config.algorithms),
@@ -59,6 +77,14 @@ class JwtVerifier:
             # naming an EC key's kid): attacker input, so a 401, never a 500.
             raise InvalidToken("key_mismatch") from exc
 
+    def _check_times(self, claims: dict[str, Any]) -> None:
+        for name in TIME_CLAIMS:
+            value = claims.get(name)
+            if name in claims and not _is_number(value):
+                raise InvalidToken("claims")
+        if claims["exp"] - self.clock() > self.config.max_lifetime_seconds + self.config.leeway_seconds:
+            raise InvalidToken("lifetime")
+
     async def _key(self, header: dict[str, Any]) -> Any:
         if header["alg"].startswith("HS"):
             if not self.config.secret:
@@ -73,6 +99,13 @@ class JwtVerifier:
                 raise InvalidToken("unknown_kid")
             return found.key
         raise InvalidToken("algorithm")
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number: not a bool, a string or an infinite/NaN float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def claim(claims: dict[str, Any], path: str) -> Any:

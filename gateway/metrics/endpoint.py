@@ -9,16 +9,21 @@ other workers at most that late.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import hmac
+from collections.abc import AsyncIterator, Callable, Sequence
 
+import structlog
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from gateway.errors import Unauthorized
 from gateway.metrics.batch import FLUSH_SECONDS
 from gateway.metrics.registry import Metrics
+
+log = structlog.get_logger("gateway.metrics")
 
 
 def render(metrics: Metrics, accept: str | None) -> tuple[bytes, str]:
@@ -38,19 +43,29 @@ def _exposed(metrics: Metrics) -> CollectorRegistry:
     return registry
 
 
-def setup_metrics(app: web.Application, metrics: Metrics, *, host: str, port: int | None) -> None:
-    """Serve /metrics on the main port, or only on `port` (a second site on `host`) when set."""
+def setup_metrics(app: web.Application, metrics: Metrics, *, host: str, port: int | None,
+                  token: str | None = None, middlewares: Sequence[Middleware] = ()) -> None:
+    """Serve /metrics only on `port` (a second site on `host`, behind `middlewares`) when set; else
+    on the main port; wherever it is, to scrapes that present `token` when one is configured. With
+    neither port nor token, nowhere: it names every tenant, backend and tool."""
     app.cleanup_ctx.append(_flushing(metrics))
-    if port is None:
-        app.router.add_get("/metrics", _scrape_handler(metrics))
+    if port is None and token is None:
+        log.warning("metrics_not_served", hint="set metrics.port, or metrics.token to scrape the main port")
+    elif port is None:
+        app.router.add_get("/metrics", _scrape_handler(metrics, token))
     else:
         # Workers share the port like the main one (reuse_port); any of them answers for all.
-        app.cleanup_ctx.append(_metrics_site(_scrape_handler(metrics), host, port,
+        app.cleanup_ctx.append(_metrics_site(_scrape_handler(metrics, token), middlewares, host, port,
                                              reuse_port=bool(metrics.multiprocess_dir)))
 
 
-def _scrape_handler(metrics: Metrics) -> Handler:
+def _scrape_handler(metrics: Metrics, token: str | None = None) -> Handler:
+    expected = f"Bearer {token}".encode() if token is not None else None
+
     async def scrape(request: web.Request) -> web.Response:
+        if expected is not None and not hmac.compare_digest(request.headers.get("Authorization", "").encode(),
+                                                            expected):
+            raise Unauthorized("Unauthorized: /metrics needs the scrape token (metrics.token)")
         body, content_type = render(metrics, request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
@@ -78,10 +93,10 @@ async def _flush_every(metrics: Metrics, seconds: float) -> None:
         metrics.flush()
 
 
-def _metrics_site(handler: Handler, host: str, port: int,
+def _metrics_site(handler: Handler, middlewares: Sequence[Middleware], host: str, port: int,
                   reuse_port: bool) -> Callable[[web.Application], AsyncIterator[None]]:
     async def metrics_site(app: web.Application) -> AsyncIterator[None]:
-        site_app = web.Application()
+        site_app = web.Application(middlewares=middlewares)
         site_app.router.add_get("/metrics", handler)
         runner = web.AppRunner(site_app, access_log=None)
         await runner.setup()

@@ -28,6 +28,16 @@ class HttpCredentials:
         return resource_metadata_url(self.config, self.request)
 
 
+class HeaderCredentials(HttpCredentials):
+    """Only the Authorization header counts (admin endpoints: a token in a URL ends up in logs and
+    browser history, and one in a JSON body does not exist there)."""
+
+    __slots__ = ()
+
+    def query(self, name: str) -> str | None:
+        return None
+
+
 class FixedCredentials:
     """One token for the whole connection (stdio's MCP_GATEWAY_TOKEN), or none (anonymous)."""
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import structlog
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 from gateway.errors import GatewayError, HttpError, InternalError
+from gateway.logs import clip
 from gateway.protocol import jsonrpc
 
 log = structlog.get_logger("gateway.http")
@@ -19,20 +20,22 @@ def error_reply(error: GatewayError) -> web.Response:
                         content_type="application/json")
 
 
-def setup_error_replies(app: web.Application) -> None:
+def error_replies() -> Middleware:
+    """The middleware that turns an escaped error into its reply."""
+
     @web.middleware
-    async def error_replies(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def reply_to_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             return await handler(request)
         except GatewayError as exc:
             return error_reply(exc)
-        except web.HTTPException:
-            raise
+        except (web.HTTPException, ConnectionError):
+            raise  # aiohttp's own replies; a client that hung up (the request log says so)
         except Exception:
-            log.exception("request_failed", path=request.path)
+            log.exception("request_failed", path=clip(request.path))
             return error_reply(_internal())
 
-    app.middlewares.append(error_replies)
+    return reply_to_errors
 
 
 def _internal() -> InternalError:

@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gateway.config import Config
 from gateway.errors import (
@@ -19,7 +20,9 @@ from gateway.errors import (
     InvalidRequest,
     NotAcceptable,
     NotFound,
+    ParseError,
     PayloadTooLarge,
+    RequestTimeout,
     UnsupportedMediaType,
 )
 from gateway.protocol import jsonrpc, spec
@@ -50,6 +53,7 @@ class McpEndpoint:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.max_body = config.server.max_body_bytes
+        self.body_timeout = config.server.body_timeout_seconds
 
     def bind(self, *, exchange: Exchange, sessions: SessionStore, streams: StreamHub) -> None:
         self.exchange, self.sessions, self.streams = exchange, sessions, streams
@@ -79,13 +83,17 @@ class McpEndpoint:
         if not message.is_request:
             await self.exchange.handle_message(message, ctx)
             return web.Response(status=202)
-        stream = ctx.channel = PostStream(request, self.exchange.asks, session.id)
-        if _wants_progress(message):
-            await stream.open()
-        reply = await self.exchange.run_request(message, ctx)
-        if not stream.streaming:
-            return _json(reply) if reply is not None else web.Response(status=202)
-        return await stream.finish(reply)
+        self.exchange.take_slot(caller[1])  # a refusal (429) comes before any reply starts
+        try:
+            stream = ctx.channel = PostStream(request, self.exchange.asks, session.id)
+            if _wants_progress(message):
+                await stream.open()
+            reply = await self.exchange.dispatch_request(message, ctx)
+            if not stream.streaming:
+                return _json(reply) if reply is not None else web.Response(status=202)
+            return await stream.finish(reply)
+        finally:
+            self.exchange.release_slot(caller[1])
 
     async def _post_initialize(self, request: web.Request, caller: Caller, message: Message) -> web.Response:
         if not message.is_request:
@@ -109,7 +117,7 @@ class McpEndpoint:
         _require_accept(request, spec.SSE)
         caller = await self._admit(request, None)
         session = await self._session(request, caller[0])
-        queue = self.streams.open(session.id, session.tenant)
+        queue = self.streams.open(session.id, session.tenant, caller[1].limits.streams)
         try:
             response = web.StreamResponse(headers=stream_headers(request, SSE_HEADERS))
             await response.prepare(request)
@@ -124,9 +132,7 @@ class McpEndpoint:
     async def delete(self, request: web.Request) -> web.Response:
         caller = await self._admit(request, None)
         session = await self._session(request, caller[0])
-        await self.sessions.delete(session.id)
-        self.streams.forget(session.id)
-        self.exchange.asks.abandon(session.id)
+        await self.sessions.delete(session.id)  # its end listeners drop its stream and pending asks
         return web.Response(status=204)
 
     def session_channel(self, session_id: str) -> SessionStream:
@@ -140,9 +146,16 @@ class McpEndpoint:
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes")
         try:
-            return await request.read()
+            if request.content.is_eof():  # all there already (the usual case): no deadline to arm
+                return await request.read()
+            async with asyncio.timeout(self.body_timeout):
+                return await request.read()
         except web.HTTPRequestEntityTooLarge as exc:
             raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes") from exc
+        except TimeoutError as exc:
+            raise RequestTimeout(f"Request Timeout: the body took over {self.body_timeout:g} s") from exc
+        except HttpProcessingError as exc:  # e.g. Content-Encoding: gzip on a body that is not gzip
+            raise ParseError("Parse error: the body could not be decoded") from exc
 
     async def _admit(self, request: web.Request, data: Any) -> Caller:
         """Every request is authenticated, its tenant must exist (403) and be within its rate (429)."""

@@ -9,6 +9,7 @@ Start and stop lines bracket the HTTP app's life.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -22,7 +23,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.config import Config
-from gateway.logs import TRACEPARENT_HEADER, EventLog, RequestIds, traceparent_for
+from gateway.logs import MAX_LOGGED_CHARS, TRACEPARENT_HEADER, EventLog, RequestIds, clip, traceparent_for
 from gateway.metrics import Metrics
 from gateway.tenancy import Principal, RequestContext
 
@@ -36,7 +37,11 @@ _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 """Probes and scrapes arrive every few seconds; their lines go out at debug level."""
 
-HTTP_OUTCOMES = {401: "unauthorized", 403: "forbidden", 429: "rate_limited"}
+CLIENT_CLOSED = 499
+"""The status logged for a request whose client hung up before its reply (nginx's convention)."""
+
+HTTP_OUTCOMES = {401: "unauthorized", 403: "forbidden", 408: "client_timeout", 429: "rate_limited",
+                 CLIENT_CLOSED: "cancelled"}
 """Outcome of a request refused at the HTTP layer, by status (other 4xx: bad_request)."""
 
 lifecycle_log = structlog.get_logger("gateway")
@@ -45,13 +50,14 @@ lifecycle_log = structlog.get_logger("gateway")
 def request_line(request_id: str, traceparent: str | None, principal: Principal | None,
                  ctx: RequestContext | None, outcome: str, seconds: float) -> dict[str, Any]:
     """The canonical line's fields; each transport adds its own (HTTP: method, path, status)."""
+    method = ctx.method if ctx else None
     return {
         "event": "request",
         "request_id": request_id,
         "trace_id": traceparent[3:35] if traceparent else None,
-        "tenant": principal.tenant if principal else None,
+        "tenant": principal.tenant if principal else None,  # claims are bounded by the authenticator
         "subject": principal.subject if principal else None,
-        "method": ctx.method if ctx else None,
+        "method": clip(method) if method and len(method) > MAX_LOGGED_CHARS else method,
         "tool": ctx.tool if ctx else None,
         "backend": ctx.backend if ctx else None,
         "outcome": outcome,
@@ -126,6 +132,11 @@ def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals,
             status = exc.status
             exc.headers[REQUEST_ID_HEADER] = request_id
             raise
+        except (asyncio.CancelledError, ConnectionError) as exc:
+            status = CLIENT_CLOSED  # the client hung up: not the gateway's failure
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return web.Response(status=CLIENT_CLOSED)  # never sent: aiohttp finds the connection gone
         finally:
             seconds = time.perf_counter() - started
             if rpc:
@@ -156,7 +167,7 @@ def _log_line(events: EventLog, request: web.Request, ctx: RequestContext | None
               outcome: str, status: int, seconds: float) -> None:
     line = request_line(request[REQUEST_ID], request[TRACEPARENT], principal, ctx, outcome, seconds)
     path = request.path  # never the query string: it may carry a token
-    line["http_method"], line["path"], line["status"] = request.method, path, status
+    line["http_method"], line["path"], line["status"] = request.method, clip(path), status
     events.write(logging.DEBUG if path in QUIET_PATHS else logging.INFO, line)
 
 

@@ -7,7 +7,7 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 from gateway.config import ServerConfig
 from gateway.errors import Forbidden
@@ -58,14 +58,14 @@ class OriginPolicy:
         raise Forbidden("Forbidden: Origin not allowed")
 
 
-def setup_origin_check(app: web.Application, server: ServerConfig, path: str) -> None:
-    """Checks every request to the MCP endpoint (probes and metrics are not browser targets)."""
+def origin_check(server: ServerConfig) -> Middleware:
+    """Checks every request, whatever its path: a rebound page could read /metrics or the admin
+    endpoints as well as the MCP one (probes and scrapers send no Origin)."""
     policy = OriginPolicy(server)
 
     @web.middleware
-    async def origin_check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path == path:
-            policy.check(request.headers.get("Origin"), request.headers.get("Host"))
+    async def check_origin(request: web.Request, handler: Handler) -> web.StreamResponse:
+        policy.check(request.headers.get("Origin"), request.headers.get("Host"))
         return await handler(request)
 
-    app.middlewares.append(origin_check)
+    return check_origin

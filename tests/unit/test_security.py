@@ -9,7 +9,7 @@ from aiohttp import web
 
 from gateway.config import ServerConfig
 from gateway.errors import Forbidden
-from gateway.transport.security import OriginPolicy, is_loopback, setup_origin_check
+from gateway.transport.security import OriginPolicy, is_loopback, origin_check
 
 LOOPBACK = OriginPolicy(ServerConfig(host="127.0.0.1"))
 PUBLIC = OriginPolicy(ServerConfig(host="0.0.0.0", public_url="https://gw.example.com/mcp",
@@ -119,7 +119,7 @@ def test_the_host_check_comes_before_the_origin_check() -> None:
 # ---------------------------------------------------------------- the middleware
 
 
-async def test_the_middleware_guards_only_the_mcp_path(aiohttp_client: Any) -> None:
+async def test_the_middleware_guards_every_path(aiohttp_client: Any) -> None:
     async def ok(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -130,14 +130,15 @@ async def test_the_middleware_guards_only_the_mcp_path(aiohttp_client: Any) -> N
         except Forbidden as exc:
             return web.Response(status=exc.http_status, text=exc.message)
 
-    app = web.Application(middlewares=[to_status])
-    setup_origin_check(app, ServerConfig(host="127.0.0.1"), "/mcp")
+    app = web.Application(middlewares=[to_status, origin_check(ServerConfig(host="127.0.0.1"))])
     app.router.add_post("/mcp", ok)
     app.router.add_get("/healthz", ok)
     client = await aiohttp_client(app)
     evil = {"Origin": "https://evil.example"}
     replies = []
-    for method, path, headers in [("POST", "/mcp", {}), ("POST", "/mcp", evil), ("GET", "/healthz", evil)]:
+    for method, path, headers in [("POST", "/mcp", {}), ("POST", "/mcp", evil), ("GET", "/healthz", evil),
+                                  ("GET", "/healthz", {})]:
         async with client.request(method, path, headers=headers) as response:
             replies.append((response.status, await response.text()))
-    assert replies == [(200, "ok"), (403, "Forbidden: Origin not allowed"), (200, "ok")]
+    assert replies == [(200, "ok"), (403, "Forbidden: Origin not allowed"), (403, "Forbidden: Origin not allowed"),
+                       (200, "ok")]
