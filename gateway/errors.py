@@ -104,6 +104,7 @@ class HttpError(GatewayError):
 
     code = spec.INVALID_REQUEST
     http_status = 400
+    closes_connection = False  # the connection cannot carry another request after this reply
 
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -144,6 +145,7 @@ class UnsupportedMediaType(HttpError):
 
 class RequestTimeout(HttpError):
     http_status = 408
+    closes_connection = True  # the rest of the body may still be on its way
 
 
 class RateLimited(HttpError):
@@ -153,13 +155,11 @@ class RateLimited(HttpError):
 class LimitReached(RateLimited):
     """A tenant's budget is spent; `limit` names it (a `TenantLimits` field)."""
 
-    REASON: ClassVar[str] = "limit"
-
     def __init__(self, limit: str, maximum: int) -> None:
         super().__init__(f"Too Many Requests: the tenant's {limit} limit ({maximum}) is reached",
                          headers={"Retry-After": "1"})
         self.limit = limit
-        self.data = {"reason": self.REASON, "limit": limit}
+        self.data = {"reason": "limit", "limit": limit}
 
     def in_batch(self) -> InternalError:
         """The same refusal as a batch member's JSON-RPC error (the batch itself was admitted)."""

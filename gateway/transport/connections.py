@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import resource
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from aiohttp import web
@@ -72,7 +72,7 @@ class GuardedConnection(asyncio.Protocol):
         self.paused_since: float | None = None  # the client stopped reading
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's is one without inheriting from it
         if not self.owner.admit(self, transport):
             transport.write(REFUSED)
             transport.close()

@@ -15,9 +15,12 @@ log = structlog.get_logger("gateway.http")
 
 def error_reply(error: GatewayError) -> web.Response:
     headers = error.headers if isinstance(error, HttpError) else None
-    return web.Response(status=error.http_status, headers=headers,
-                        body=jsonrpc.dumps(jsonrpc.error_response(None, error)),
-                        content_type="application/json")
+    reply = web.Response(status=error.http_status, headers=headers,
+                         body=jsonrpc.dumps(jsonrpc.error_response(None, error)),
+                         content_type="application/json")
+    if isinstance(error, HttpError) and error.closes_connection:
+        reply.force_close()
+    return reply
 
 
 def error_replies() -> Middleware:
