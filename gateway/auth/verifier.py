@@ -82,7 +82,8 @@ class JwtVerifier:
             value = claims.get(name)
             if name in claims and not _is_number(value):
                 raise InvalidToken("claims")
-        if claims["exp"] - self.clock() > self.config.max_lifetime_seconds + self.config.leeway_seconds:
+        # compared, not subtracted: an int such as 10**400 has no float
+        if claims["exp"] > self.clock() + self.config.max_lifetime_seconds + self.config.leeway_seconds:
             raise InvalidToken("lifetime")
 
     async def _key(self, header: dict[str, Any]) -> Any:

@@ -12,7 +12,6 @@ import functools
 from typing import Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from gateway.config import Config
 from gateway.errors import (
@@ -154,7 +153,7 @@ class McpEndpoint:
             raise PayloadTooLarge(f"Payload Too Large: the limit is {limit} bytes") from exc
         except TimeoutError as exc:
             raise RequestTimeout(f"Request Timeout: the body took over {self.body_timeout:g} s") from exc
-        except HttpProcessingError as exc:  # e.g. Content-Encoding: gzip on a body that is not gzip
+        except web.RequestPayloadError as exc:  # e.g. Content-Encoding: gzip on a body that is not gzip
             raise ParseError("Parse error: the body could not be decoded") from exc
 
     async def _admit(self, request: web.Request, data: Any) -> Caller:
