@@ -31,6 +31,8 @@ from gateway.config import Config, parse_config
 
 JWT_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 API_KEY = "test-api-key-acme"
+SCRAPE_TOKEN = "test-scrape-token-0123456789"
+"""/metrics on the main port needs it (metrics.token); make_config sets it unless a test sets `metrics`."""
 READY_TIMEOUT = 20.0
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -42,7 +44,8 @@ def make_config(backends: list[dict[str, Any]], tenants: dict[str, Any] | None =
             "api_keys": [{"sha256": hashlib.sha256(API_KEY.encode()).hexdigest(),
                           "tenant": "acme", "subject": "ci-bot", "scopes": ["mcpgw:admin"]}]}
     auth.update(sections.pop("auth", {}))
-    raw = {"auth": auth, "backends": backends, "tenants": tenants or {"acme": {"backends": ["*"]}}, **sections}
+    raw = {"auth": auth, "backends": backends, "tenants": tenants or {"acme": {"backends": ["*"]}},
+           "metrics": {"token": SCRAPE_TOKEN}, **sections}
     return parse_config(raw, {})
 
 

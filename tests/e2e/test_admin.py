@@ -1,4 +1,8 @@
-"""Admin endpoints over HTTP: backend status for admin-scope tokens only, and a forced refresh."""
+"""Admin endpoints over HTTP: backend status for admin-scope tokens only, and a forced refresh.
+
+Issue 17, item 5: the token comes from the Authorization header only, its tenant must be
+configured, and a refresh (which asks every backend) runs at most once per interval.
+"""
 
 from __future__ import annotations
 
@@ -75,9 +79,22 @@ async def test_a_refresh_runs_now_and_reports_the_catalogue(admin: Admin) -> Non
         assert row["last_refresh"] > _rows(before)[name]["last_refresh"]
 
 
-async def test_an_admin_token_may_come_from_the_query_string(admin: Admin) -> None:
-    status, _, _ = await admin.request("GET", "/admin/backends", query=f"?token={API_KEY}")
-    assert status == 200
+async def test_an_admin_token_in_the_query_string_is_not_accepted(admin: Admin) -> None:
+    status, _, headers = await admin.request("GET", "/admin/backends", query=f"?token={API_KEY}")
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+
+
+async def test_an_admin_scope_token_of_a_tenant_that_is_not_configured_is_403(admin: Admin) -> None:
+    status, body, _ = await admin.request("GET", "/admin/backends", make_token("ghost", scope="mcpgw:admin"))
+    assert (status, body["error"]["message"]) == (403, "Forbidden: unknown tenant")
+
+
+async def test_a_second_refresh_within_the_interval_is_429_with_retry_after(admin: Admin) -> None:
+    token = make_token("acme", scope="mcpgw:admin")
+    first, _, _ = await admin.request("POST", "/admin/catalogue/refresh", token)
+    second, body, headers = await admin.request("POST", "/admin/catalogue/refresh", token)
+    assert (first, second) == (200, 429)
+    assert 1 <= int(headers["Retry-After"]) <= 10 and "at most every 10 s" in body["error"]["message"]
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/admin/backends"), ("POST", "/admin/catalogue/refresh")])

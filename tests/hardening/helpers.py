@@ -14,6 +14,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,16 @@ def open_file_limit(pid: int) -> int:
         if line.startswith("Max open files"):
             return int(line.split()[3])
     raise AssertionError("no open-file limit")
+
+
+async def until(condition: Callable[[], bool], timeout: float, every: float = 0.1) -> bool:  # noqa: ASYNC109
+    """Whether `condition` came true within `timeout` seconds (polled: it reads /proc)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(every)
+    return True
 
 
 def log_lines(gateway: GatewayProcess, event: str) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from hardening.helpers import (
     raise_own_file_limit,
     rss_mib,
     socket_count,
+    until,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -118,7 +119,8 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(se
     answered = time.monotonic()
     head = await reader.readuntil(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length"))
     await reader.readexactly(length)
     assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the gateway
     assert 0.9 < time.monotonic() - answered < 4.0
@@ -157,12 +159,8 @@ async def _attack_with_unread_replies(gateway: GatewayProcess, session: str, bas
     """20 clients ask for an 8 MB reply and never read it; returns the RSS once the gateway let go."""
     # 4 MiB of text comes back twice (content and structuredContent): an 8 MB reply each
     sockets = await asyncio.gather(*(_ask_and_never_read(gateway.port, session, 4 * 1024 * 1024) for _ in range(20)))
-    deadline = time.monotonic() + 10
-    while socket_count(gateway.pid) < baseline + 20 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)  # until the gateway holds them all
-    deadline = time.monotonic() + 30
-    while socket_count(gateway.pid) > baseline and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
+    await until(lambda: socket_count(gateway.pid) >= baseline + 20, 10, every=0.05)  # the gateway holds them
+    await until(lambda: socket_count(gateway.pid) <= baseline, 30)
     held = socket_count(gateway.pid)
     for sock in sockets:
         sock.close()

@@ -43,9 +43,13 @@ def _redis_up() -> bool:
         return False
 
 
+SCRAPE_TOKEN = "workers-scrape-token-0123456789"
+SCRAPE = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}
+
+
 def _redis_config(tmp_path: Path, port: int) -> Path:
     store = {"redis_url": REDIS_URL, "key_prefix": f"mcpgw-test-{uuid.uuid4().hex[:8]}:"}
-    return gateway_config(tmp_path, port=port, grace=5.0, store=store)
+    return gateway_config(tmp_path, port=port, grace=5.0, store=store, metrics={"token": SCRAPE_TOKEN})
 
 
 def _healthz_owner(port: int, workers: list[int]) -> int | None:
@@ -126,7 +130,7 @@ async def test_metrics_add_up_every_workers_requests(start_gateway: Any, tmp_pat
     counted = 0.0
     async with aiohttp.ClientSession() as http:
         for _ in range(50):  # up to 5 s: well past FLUSH_SECONDS
-            async with http.get(gateway.url("/metrics")) as response:
+            async with http.get(gateway.url("/metrics"), headers=SCRAPE) as response:
                 text = await response.text()
             counted = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
                           if s.name == "mcpgw_requests_total" and s.labels["method"] == "tools/list")

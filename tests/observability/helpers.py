@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+from conftest import SCRAPE_TOKEN
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -29,13 +30,16 @@ def samples_of(text: str) -> Samples:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+SCRAPE = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}
+
+
 def sample(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 async def scrape(url: str, accept: str | None = None) -> tuple[str, str]:
-    """The body and content type of one scrape."""
-    headers = {"Accept": accept} if accept else {}
+    """The body and content type of one scrape (with the test configs' scrape token)."""
+    headers = {"Accept": accept, **SCRAPE} if accept else dict(SCRAPE)
     async with aiohttp.ClientSession() as http, http.get(url, headers=headers) as response:
         assert response.status == 200, response.status
         return await response.text(), response.headers["Content-Type"]

@@ -13,6 +13,7 @@ from typing import IO, Any
 import aiohttp
 import yaml
 from backend_fixtures import HOST, free_port, stop_process
+from conftest import SCRAPE_TOKEN
 
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -27,7 +28,8 @@ def scrape_config(target: str, rule_files: list[Path]) -> dict[str, Any]:
     return {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(path) for path in rule_files],
-        "scrape_configs": [{"job_name": "mcp-gateway", "static_configs": [{"targets": [target]}]}],
+        "scrape_configs": [{"job_name": "mcp-gateway", "static_configs": [{"targets": [target]}],
+                            "authorization": {"credentials": SCRAPE_TOKEN}}],
     }
 
 
