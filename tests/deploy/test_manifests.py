@@ -163,6 +163,12 @@ _RULE = {"oneOf": [
                     "for": _DURATION, "keep_firing_for": _DURATION, "labels": _STRING_MAP,
                     "annotations": _STRING_MAP}},
 ]}
+_SAFE_AUTHORIZATION = {"type": "object", "additionalProperties": False, "properties": {
+    "type": {"type": "string"},
+    "credentials": {"type": "object", "required": ["key"], "additionalProperties": False,
+                    "properties": {"name": {"type": "string"}, "key": {"type": "string"},
+                                   "optional": {"type": "boolean"}}}}}
+"""The operator's SafeAuthorization: a bearer credential from a Secret in the ServiceMonitor's namespace."""
 CRD_SCHEMAS: dict[str, dict[str, Any]] = {
     "ServiceMonitor": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
                        "properties": {
@@ -176,7 +182,7 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = {
                                             "type": "object", "additionalProperties": False, "properties": {
                                                 "port": {"type": "string"}, "path": {"type": "string", "pattern": "^/"},
                                                 "scheme": {"enum": ["http", "https"]}, "interval": _DURATION,
-                                                "scrapeTimeout": _DURATION}}}}}}},
+                                                "scrapeTimeout": _DURATION, "authorization": _SAFE_AUTHORIZATION}}}}}}},
     "PrometheusRule": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
                        "properties": {
                            "apiVersion": {"const": "monitoring.coreos.com/v1"}, "metadata": _METADATA,
