@@ -49,23 +49,29 @@ HEADERS_TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nConte
 
 
 def raise_open_file_limit() -> int:
-    """Raise this process's open-file soft limit to its hard limit (logged); returns the new soft limit."""
+    """Raise this process's open-file soft limit to its hard limit (logged); returns the new soft limit.
+
+    Each connection holds a descriptor: the common soft limit of 1,024 would let a thousand idle
+    sockets lock everyone out, whatever the deadlines.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = soft
     if hard != resource.RLIM_INFINITY and soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        log.info("open_files_limit_raised", previous=soft, limit=hard)
-        return hard
-    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+        limit = hard
+    log.info("open_files_limit", limit=limit, previous=soft)
+    return limit if limit != resource.RLIM_INFINITY else 1 << 20
 
 
 class GuardedConnection(asyncio.Protocol):
     """One client connection: aiohttp's protocol inside, the deadlines of this module around it."""
 
-    __slots__ = ("active", "inner", "owner", "paused_since", "transport", "waiting_since")
+    __slots__ = ("active", "inner", "make_inner", "owner", "paused_since", "transport", "waiting_since")
 
-    def __init__(self, owner: Connections, inner: asyncio.Protocol) -> None:
+    def __init__(self, owner: Connections, make_inner: Callable[[], Any]) -> None:
         self.owner = owner
-        self.inner = inner
+        self.make_inner = make_inner  # aiohttp's protocol, made once the connection is admitted
+        self.inner: asyncio.Protocol
         self.transport: asyncio.Transport | None = None
         self.active = 0  # requests of this connection being handled
         self.waiting_since: float | None = None  # a request has begun but no handler runs yet
@@ -79,9 +85,12 @@ class GuardedConnection(asyncio.Protocol):
             return
         self.transport = transport
         self.waiting_since = self.owner.now
+        self.inner = self.make_inner()
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.transport is None:
+            return  # refused: closing already
         if self.active == 0 and self.waiting_since is None:
             self.waiting_since = self.owner.now  # the next request's first bytes
         self.inner.data_received(data)
@@ -141,7 +150,7 @@ class Connections:
 
     def protocol_factory(self, inner: Callable[[], Any]) -> Callable[[], GuardedConnection]:
         """Wrap aiohttp's protocol factory (`runner.server`)."""
-        return lambda: GuardedConnection(self, inner())
+        return lambda: GuardedConnection(self, inner)
 
     def admit(self, connection: GuardedConnection, transport: asyncio.BaseTransport) -> bool:
         if len(self.open) >= self.max_connections:

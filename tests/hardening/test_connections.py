@@ -78,7 +78,8 @@ async def test_2000_slow_and_silent_connections_are_cut_while_another_tenant_is_
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     gateway = await served(open_files=1024, server={"headers_timeout_seconds": 2.0})
     assert open_file_limit(gateway.pid) == hard  # 1,024 would not even hold the attack
-    assert log_lines(gateway, "open_files_limit_raised")[0]["previous"] == 1024
+    line = log_lines(gateway, "open_files_limit")[0]
+    assert (line["previous"], line["limit"]) == (1024, hard)
     request = f"GET /mcp HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {ATTACKER_KEY}\r\n\r\n".encode()
     async with legit_client(gateway.url()) as legit:
         trickling, silent = await _connect(gateway.port, 1000), await _connect(gateway.port, 1000)

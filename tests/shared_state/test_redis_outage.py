@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 import structlog
-from conftest import RawClient, RunningGateway, make_token, stdio_backend
+from conftest import SCRAPE_TOKEN, RawClient, RunningGateway, make_token, stdio_backend
 
 from shared_state.conftest import StartReplicas, needs_redis_server
 from shared_state.helpers import RedisServer, wait_until
@@ -32,7 +32,8 @@ async def ready_status(running: RunningGateway) -> tuple[int, list[str]]:
 
 
 async def metric(running: RunningGateway, name: str) -> float:
-    async with aiohttp.ClientSession() as http, http.get(f"{running.base}metrics") as response:
+    scrape = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}  # make_config's metrics.token
+    async with aiohttp.ClientSession() as http, http.get(f"{running.base}metrics", headers=scrape) as response:
         text = await response.text()
     line = next(line for line in text.splitlines() if line.startswith(f"{name} "))
     return float(line.split()[1])
