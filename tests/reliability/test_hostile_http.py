@@ -240,11 +240,17 @@ def test_crafted_bodies_get_the_documented_error(served: ServedGateway, case: st
     served.healthy()
 
 
-def test_a_large_batch_on_a_legacy_session_is_answered_item_by_item(served: ServedGateway) -> None:
-    batch = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(20_000)]
+def test_a_batch_at_the_size_limit_is_answered_item_by_item_and_a_larger_one_refused(served: ServedGateway) -> None:
+    limit = 100  # limits.batch_size's default
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(limit)]
     status, _, body = served.post(batch, session=served.legacy_session_id)
     assert_clean(status, body)
-    assert sorted(reply["id"] for reply in orjson.loads(body)) == list(range(20_000))
+    assert sorted(reply["id"] for reply in orjson.loads(body)) == list(range(limit))
+    huge = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(20_000)]
+    status, headers, body = served.post(huge, session=served.legacy_session_id)
+    assert_clean(status, body)
+    assert (status, orjson.loads(body)["error"]["data"], headers["Retry-After"]) == (
+        429, {"reason": "limit", "limit": "batch_size"}, "1")
     served.healthy()
 
 
