@@ -55,7 +55,8 @@ def write_config(directory: Path, port: int, **sections: Any) -> Path:
     return path
 
 
-async def start_process(config: Path, port: int, *, open_files: int | None = None) -> GatewayProcess:
+async def start_process(config: Path, port: int, *, open_files: int | None = None,
+                        env: dict[str, str] | None = None) -> GatewayProcess:
     """`python -m gateway serve`, optionally started with a lower open-file soft limit."""
     stdout, stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
 
@@ -65,7 +66,7 @@ async def start_process(config: Path, port: int, *, open_files: int | None = Non
 
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(port),
-        cwd=REPO_ROOT, env=gateway_env(), stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        cwd=REPO_ROOT, env=gateway_env(**(env or {})), stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
         start_new_session=True, preexec_fn=lower_limit)
     gateway = GatewayProcess(process, port, stdout, stderr)
     try:

@@ -169,16 +169,18 @@ async def _attack_with_unread_replies(gateway: GatewayProcess, session: str, bas
     return rss_mib(gateway.pid)
 
 
-async def test_clients_that_never_read_an_8_mb_reply_are_cut_and_memory_does_not_pile_up(served: Any) -> None:
+async def test_clients_that_never_read_an_8_mb_reply_are_cut_and_their_memory_freed(served: Any) -> None:
+    # glibc's dynamic mmap threshold keeps freed 8 MB buffers in its heap, where RSS cannot tell
+    # them from a leak; with a fixed threshold they go back to the system and RSS shows what is held.
     gateway = await served(server={"write_timeout_seconds": 2.0}, backends=[calc_backend(), BLOB_BACKEND],
-                           tenants={"acme": {}, "globex": {"backends": ["calc"]}})
+                           tenants={"acme": {}, "globex": {"backends": ["calc"]}},
+                           env={"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)})
     async with aiohttp.ClientSession() as http:
         session = await initialize(http, gateway.url(), ATTACKER_KEY)
-    baseline = socket_count(gateway.pid) + 1  # the legit client's connection of the moment
+    baseline, before = socket_count(gateway.pid) + 1, rss_mib(gateway.pid)  # +1: the legit client's connection
     async with legit_client(gateway.url()) as legit:
-        first = await _attack_with_unread_replies(gateway, session, baseline)
-        second = await _attack_with_unread_replies(gateway, session, baseline)
-    assert second < first + 60, (first, second)  # the memory of the first round is reused, not added to
+        after = [await _attack_with_unread_replies(gateway, session, baseline) for _ in range(3)]
+    assert max(after) < before + 40, (before, after)  # the issue saw 69 -> 508 MiB, held for good
     legit.check(minimum_calls=5)
     # the write deadline cut them (a reply the kernel's buffers happen to absorb needs no cutting)
-    assert sum(line["write"] for line in log_lines(gateway, "connections_timed_out")) >= 20
+    assert sum(line["write"] for line in log_lines(gateway, "connections_timed_out")) >= 40
