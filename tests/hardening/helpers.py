@@ -46,7 +46,7 @@ def write_config(directory: Path, port: int, **sections: Any) -> Path:
         "server": {"host": HOST, "port": port, "shutdown_grace_seconds": 2, **sections.pop("server", {})},
         "auth": {"api_keys": keys, "jwt": {"secret": JWT_SECRET}, **sections.pop("auth", {})},
         "backends": sections.pop("backends", [calc_backend()]),
-        "tenants": sections.pop("tenants", {"acme": {}, "globex": {}}),
+        "tenants": sections.pop("tenants", {"acme": {"backends": ["*"]}, "globex": {"backends": ["*"]}}),
         "logging": {"level": "info", "format": "json"},
         **sections,
     }

@@ -25,6 +25,11 @@ ADD = {"name": "calc__add", "arguments": {"a": 1, "b": 2}}
 LEGIT_DEADLINE = 1.0
 
 
+def _tenants(**acme: Any) -> dict[str, Any]:
+    """acme (with `acme`'s settings) and globex, both seeing every backend."""
+    return {"acme": {"backends": ["*"], **acme}, "globex": {"backends": ["*"]}}
+
+
 def _call(client: RawClient, tool: dict[str, Any] = ADD) -> dict[str, Any]:
     return client.request("tools/call", tool)
 
@@ -48,8 +53,8 @@ async def _clients(running: Any, raw_client: Any, version: str = "2025-03-26") -
 
 
 async def test_batch_members_are_charged_to_the_rate_limit(gateway: StartGateway, raw_client: Any) -> None:
-    tenants = {"acme": {"rate_limit": {"requests_per_second": 2, "burst": 10}}, "globex": {}}
-    running = await gateway(make_config([stdio_backend("calc")], tenants=tenants))
+    running = await gateway(make_config([stdio_backend("calc")],
+                                        tenants=_tenants(rate_limit={"requests_per_second": 2, "burst": 10})))
     attacker, legit = await _clients(running, raw_client)  # initialize + initialized: 2 of the 10
     ran = 0
     started = time.monotonic()
@@ -65,8 +70,7 @@ async def test_batch_members_are_charged_to_the_rate_limit(gateway: StartGateway
 
 
 async def test_a_batch_over_the_tenant_batch_size_is_429(gateway: StartGateway, raw_client: Any) -> None:
-    running = await gateway(make_config([stdio_backend("calc")], tenants={"acme": {"limits": {"batch_size": 10}},
-                                                                        "globex": {}}))
+    running = await gateway(make_config([stdio_backend("calc")], tenants=_tenants(limits={"batch_size": 10})))
     attacker, legit = await _clients(running, raw_client)
     status, body, headers = await attacker.post([_call(attacker) for _ in range(11)])
     assert (status, body["error"]["data"], headers["Retry-After"]) == (
@@ -80,8 +84,7 @@ async def test_a_batch_over_the_tenant_batch_size_is_429(gateway: StartGateway, 
 
 
 async def test_requests_in_flight_beyond_the_budget_are_refused(gateway: StartGateway, raw_client: Any) -> None:
-    running = await gateway(make_config([stdio_backend("calc")], tenants={"acme": {"limits": {"in_flight": 2}},
-                                                                        "globex": {}}))
+    running = await gateway(make_config([stdio_backend("calc")], tenants=_tenants(limits={"in_flight": 2})))
     attacker, legit = await _clients(running, raw_client)
     slow = {"name": "calc__slow", "arguments": {"seconds": 1.5, "steps": 1}}
     busy = [asyncio.create_task(attacker.post(_call(attacker, slow))) for _ in range(2)]
@@ -99,7 +102,7 @@ async def test_requests_in_flight_beyond_the_budget_are_refused(gateway: StartGa
 
 
 async def test_a_tenant_opening_sessions_evicts_only_its_own(gateway: StartGateway, raw_client: Any) -> None:
-    running = await gateway(make_config([stdio_backend("calc")], tenants={"acme": {}, "globex": {}},
+    running = await gateway(make_config([stdio_backend("calc")], tenants=_tenants(),
                                         limits={"sessions": 50}))
     legit = raw_client(running.url, make_token("globex"))
     await legit.initialize()  # the least recently used session of all
@@ -123,8 +126,7 @@ async def _open_stream(http: aiohttp.ClientSession, client: RawClient) -> aiohtt
 
 
 async def test_get_streams_beyond_the_tenant_budget_are_429(gateway: StartGateway, raw_client: Any) -> None:
-    running = await gateway(make_config([stdio_backend("calc")], tenants={"acme": {"limits": {"streams": 2}},
-                                                                        "globex": {}}))
+    running = await gateway(make_config([stdio_backend("calc")], tenants=_tenants(limits={"streams": 2})))
     clients = [raw_client(running.url, make_token("acme")) for _ in range(3)]
     for client in [*clients]:
         await client.initialize()

@@ -173,7 +173,7 @@ async def test_clients_that_never_read_an_8_mb_reply_are_cut_and_their_memory_fr
     # glibc's dynamic mmap threshold keeps freed 8 MB buffers in its heap, where RSS cannot tell
     # them from a leak; with a fixed threshold they go back to the system and RSS shows what is held.
     gateway = await served(server={"write_timeout_seconds": 2.0}, backends=[calc_backend(), BLOB_BACKEND],
-                           tenants={"acme": {}, "globex": {"backends": ["calc"]}},
+                           tenants={"acme": {"backends": ["*"]}, "globex": {"backends": ["calc"]}},
                            env={"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)})
     async with aiohttp.ClientSession() as http:
         session = await initialize(http, gateway.url(), ATTACKER_KEY)
