@@ -4,7 +4,8 @@
     ├── ParseError                    -32700, 400   body is not JSON
     ├── InvalidRequest                -32600, 400   not a JSON-RPC 2.0 request, forbidden batch
     ├── MethodNotFound                -32601, 200   unknown method
-    ├── InvalidParams                 -32602, 200   missing/bad params, unknown tool, bad cursor
+    ├── InvalidParams                 -32602, 200   missing/bad params, unknown tool or prompt, bad cursor
+    ├── ResourceNotFound              -32002, 200   resources/read of a URI the tenant has not got
     ├── InternalError                 -32603, 200   unexpected failure (details only in the log)
     │   └── BackendError              -32603, 200   data.reason: a FailureReason (timeout | unavailable |
     │                                               circuit_open | overloaded | bad_response)
@@ -82,6 +83,15 @@ class MethodNotFound(GatewayError):
 
 class InvalidParams(GatewayError):
     code = spec.INVALID_PARAMS
+
+
+class ResourceNotFound(GatewayError):
+    """A URI no backend serves this tenant (handshake-era code; `data.uri` names it)."""
+
+    code = spec.RESOURCE_NOT_FOUND
+
+    def __init__(self, uri: str) -> None:
+        super().__init__("Resource not found", data={"uri": uri})
 
 
 class InternalError(GatewayError):

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from gateway.catalogue.listings import KINDS, Listed, Listing, merge_listing
 from gateway.catalogue.namespace import exposed_name
 
 JsonObject = dict[str, Any]
@@ -49,7 +50,11 @@ class Tool:
 
 @dataclass(frozen=True, slots=True)
 class BackendSnapshot:
-    """What one backend offered at `fetched_at`; `status` is ok, stale or down."""
+    """What one backend offered at `fetched_at`; `status` is ok, stale or down.
+
+    `lists` holds its prompts, resources and templates by kind name; `offers` the capabilities
+    it declared of `listings.OFFERED`. `version` covers all of it (`combined_version`).
+    """
 
     backend: str
     tools: tuple[Tool, ...]
@@ -57,6 +62,8 @@ class BackendSnapshot:
     fetched_at: float
     status: str = "ok"
     error: str | None = None
+    lists: Mapping[str, tuple[Listed, ...]] = field(default_factory=dict)
+    offers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +101,13 @@ class Catalogue:
     renamed: tuple[tuple[str, str, str], ...] = ()  # (backend, original, exposed)
     hidden: tuple[tuple[str, str], ...] = ()  # (backend, original): needs tasks
     snapshots: Mapping[str, BackendSnapshot] = field(default_factory=dict)
+    listings: Mapping[str, Listing] = field(default_factory=dict)  # prompts, resources, templates
+    order: tuple[tuple[str, str], ...] = ()  # (backend, namespace) in config order
+
+    def offers(self, backend: str, capability: str) -> bool:
+        """Whether `backend` declared `capability` (prompts, resources, completions)."""
+        snapshot = self.snapshots.get(backend)
+        return snapshot is not None and capability in snapshot.offers
 
 
 class VersionHash:
@@ -121,6 +135,14 @@ def snapshot_version(tools: Iterable[JsonObject]) -> str:
     for tool in tools:
         version.add(tool)
     return version.hexdigest()
+
+
+def combined_version(tools_version: str, list_versions: Mapping[str, str], offers: frozenset[str]) -> str:
+    """A backend's version over its tools, other lists and offers; the tools' alone when it has nothing else."""
+    if not list_versions and not offers:
+        return tools_version
+    parts = [tools_version, *(f"{k}:{v}" for k, v in sorted(list_versions.items())), ",".join(sorted(offers))]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +199,10 @@ def merge(
             else:
                 entries[entry.exposed] = entry
     version = _catalogue_version(order, snapshots)
+    listings = {kind.name: merge_listing(kind, order, {b: s.lists.get(kind.name, ()) for b, s in snapshots.items()},
+                                         separator) for kind in KINDS}
     return Catalogue(version, tuple(entries.values()), entries, tuple(collisions),
-                     tuple(renamed), tuple(hidden), dict(snapshots))
+                     tuple(renamed), tuple(hidden), dict(snapshots), listings, tuple(order))
 
 
 def _named(backend: str, namespace: str, separator: str, snapshot: BackendSnapshot | None,

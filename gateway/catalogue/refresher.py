@@ -11,12 +11,22 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, Tool, VersionHash, merge
+from gateway.catalogue.listings import KINDS, OFFERED, Kind, Listed, usable_items
+from gateway.catalogue.merge import (
+    BackendEntries,
+    BackendSnapshot,
+    Catalogue,
+    Tool,
+    VersionHash,
+    combined_version,
+    merge,
+    snapshot_version,
+)
 from gateway.catalogue.states import BackendStates
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
 from gateway.config import BackendConfig, Config, TenantConfig
-from gateway.upstream.base import Upstream, UpstreamError
+from gateway.upstream.base import JsonObject, Upstream, UpstreamError
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -129,9 +139,10 @@ class CatalogueService:
         if record is not None and self.config.backend(backend) is not None:
             await self._adopt(record)
 
-    def _on_list_changed(self, backend: str) -> Callable[[], Awaitable[None]]:
-        async def changed() -> None:
-            log.info("backend_list_changed", backend=backend)
+    def _on_list_changed(self, backend: str) -> Callable[[str], Awaitable[None]]:
+        """Any kind's list_changed re-lists the backend: clients hear only of the kinds that differ."""
+        async def changed(method: str) -> None:
+            log.info("backend_list_changed", backend=backend, notification=method)
             with contextlib.suppress(Exception):
                 await self.refresh(backend)
         return changed
@@ -194,15 +205,15 @@ class CatalogueService:
         started = time.perf_counter()
         previous = self.current.snapshots.get(backend)
         try:
-            tools, version = await self._fetch(config)
+            snapshot = await self._fetch(config)
         except RefreshFailed as exc:
             snapshot = self._failed(backend, previous, str(exc))
             log.warning("catalogue_refresh_failed", backend=backend, error=str(exc),
                         status=snapshot.status)
         else:
-            snapshot = BackendSnapshot(backend, tools, version, self.clock())
             if previous is None or previous.version != snapshot.version or previous.status != "ok":
-                log.info("catalogue_refreshed", backend=backend, tools=len(tools),
+                log.info("catalogue_refreshed", backend=backend, tools=len(snapshot.tools),
+                         **{kind: len(items) for kind, items in snapshot.lists.items()},
                          version=snapshot.version,
                          duration_ms=round((time.perf_counter() - started) * 1000, 2))
         self.states.observe(backend, snapshot.status)
@@ -222,9 +233,60 @@ class CatalogueService:
         fetched_at = previous.fetched_at if previous else 0.0
         return BackendSnapshot(backend, (), "-", fetched_at, status="down", error=error)
 
-    async def _fetch(self, backend: BackendConfig) -> tuple[tuple[Tool, ...], str]:
-        """Drain every page of a backend's tools/list: its tools and their snapshot version."""
+    async def _fetch(self, backend: BackendConfig) -> BackendSnapshot:
+        """A backend's tools, then the prompts, resources and templates it declared (all pages)."""
         upstream = self.pool.get(backend.name)
+        tools, tools_version = await self._fetch_tools(upstream, backend)
+        declared = upstream.server_capabilities  # known now: listing tools did the handshake
+        offers = frozenset(c for c in OFFERED if isinstance(declared.get(c), dict))
+        lists: dict[str, tuple[Listed, ...]] = {}
+        versions: dict[str, str] = {}
+        for kind in KINDS:
+            if kind.capability in offers:
+                items, raws = await self._fetch_kind(upstream, backend, kind)
+                if items:
+                    lists[kind.name], versions[kind.name] = items, snapshot_version(raws)
+        version = combined_version(tools_version, versions, offers)
+        return BackendSnapshot(backend.name, tools, version, self.clock(), lists=lists, offers=offers)
+
+    async def _fetch_kind(self, upstream: Upstream, backend: BackendConfig,
+                          kind: Kind) -> tuple[tuple[Listed, ...], list[Any]]:
+        """Every page of one kind's list; a backend that answers it with an error offers none."""
+        items: list[Listed] = []
+        raws: list[Any] = []
+        cursor: Any = None
+        seen_cursors: set[str] = set()
+        for _ in range(MAX_PAGES):
+            result = await self._list_page(upstream, backend, kind.list_method, cursor)
+            if result is None or not isinstance(result.get(kind.result_key), list):
+                log.warning("backend_list_refused", backend=backend.name, method=kind.list_method)
+                return (), []
+            kept, kept_raw = usable_items(kind, result[kind.result_key])
+            items += kept
+            raws += kept_raw
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor or cursor in seen_cursors:
+                break
+            seen_cursors.add(cursor)
+        return tuple(items), raws
+
+    async def _list_page(self, upstream: Upstream, backend: BackendConfig, method: str,
+                         cursor: Any) -> JsonObject | None:
+        """One page's result (None for a JSON-RPC error); a failed exchange fails the refresh."""
+        params = {"cursor": cursor} if cursor is not None else None
+        started = time.perf_counter()
+        try:
+            reply = await upstream.request(method, params, timeout=backend.timeout_seconds)
+        except UpstreamError as exc:
+            raise RefreshFailed(f"{method} failed: {exc.reason} ({exc})") from exc  # e.g. why a child exited
+        finally:
+            if self.metrics is not None:
+                self.metrics.upstream_done(backend.name, method, time.perf_counter() - started)
+        result = reply.get("result")
+        return result if isinstance(result, dict) else None
+
+    async def _fetch_tools(self, upstream: Upstream, backend: BackendConfig) -> tuple[tuple[Tool, ...], str]:
+        """Drain every page of a backend's tools/list: its tools and their snapshot version."""
         tools: list[Tool] = []
         version = VersionHash()
         cursor: Any = None
@@ -240,17 +302,8 @@ class CatalogueService:
     async def _fetch_page(self, upstream: Upstream, backend: BackendConfig, cursor: Any,
                           version: VersionHash) -> tuple[list[Tool], Any]:
         """One page's tools, compacted here so its decoded reply is gone before the next page is asked for."""
-        params = {"cursor": cursor} if cursor is not None else None
-        started = time.perf_counter()
-        try:
-            reply = await upstream.request("tools/list", params, timeout=backend.timeout_seconds)
-        except UpstreamError as exc:
-            raise RefreshFailed(f"tools/list failed: {exc.reason} ({exc})") from exc  # e.g. why a child exited
-        finally:
-            if self.metrics is not None:
-                self.metrics.upstream_done(backend.name, "tools/list", time.perf_counter() - started)
-        result = reply.get("result")
-        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+        result = await self._list_page(upstream, backend, "tools/list", cursor)
+        if result is None or not isinstance(result.get("tools"), list):
             raise RefreshFailed("tools/list returned no tool list")
         return _usable_tools(backend.name, result["tools"], version), result.get("nextCursor")
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import orjson
 import structlog
 
+from gateway.catalogue.listings import BY_NAME, Listed
 from gateway.catalogue.merge import BackendSnapshot, Tool
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable
@@ -230,8 +231,10 @@ class _RedisLock:
 def encode_snapshot(record: StoredSnapshot) -> bytes:
     s = record.snapshot
     tools = [orjson.Fragment(tool.json()) for tool in s.tools]  # the tools' own JSON, not re-encoded
+    lists = {kind: [orjson.Fragment(item.json(BY_NAME[kind])) for item in items] for kind, items in s.lists.items()}
     return orjson.dumps({"backend": s.backend, "tools": tools, "version": s.version, "fetched_at": s.fetched_at,
-                         "status": s.status, "error": s.error, "checked_at": record.checked_at})
+                         "status": s.status, "error": s.error, "checked_at": record.checked_at,
+                         "lists": lists, "offers": sorted(s.offers)})
 
 
 def decode_snapshot(raw: bytes | str) -> StoredSnapshot | None:
@@ -240,8 +243,22 @@ def decode_snapshot(raw: bytes | str) -> StoredSnapshot | None:
         data = orjson.loads(raw)
         tools = tuple(Tool.from_dict(tool) for tool in data["tools"])
         snapshot = BackendSnapshot(backend=data["backend"], tools=tools, version=data["version"],
-                                   fetched_at=float(data["fetched_at"]), status=data["status"], error=data["error"])
+                                   fetched_at=float(data["fetched_at"]), status=data["status"], error=data["error"],
+                                   lists=_decode_lists(data.get("lists", {})),
+                                   offers=frozenset(map(str, data.get("offers", ()))))
         return StoredSnapshot(snapshot, float(data["checked_at"]))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         log.warning("catalogue_snapshot_unreadable")
         return None
+
+
+def _decode_lists(raw: dict[str, Any]) -> dict[str, tuple[Listed, ...]]:
+    """Prompts, resources and templates by kind; a record from before they were stored has none."""
+    lists = {}
+    for name, items in raw.items():
+        kind = BY_NAME[name]
+        decoded = tuple(Listed.from_dict(kind, item) for item in items)
+        if None in decoded:
+            raise ValueError(f"a stored {name} item is not one")
+        lists[name] = decoded
+    return lists

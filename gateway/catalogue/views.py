@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 import orjson
 
 from gateway.catalogue.arguments import SchemaCheck
+from gateway.catalogue.listings import KINDS, RESOURCES, TEMPLATES, Kind, ListedEntry, Listing
+from gateway.catalogue.listviews import ListingView, Policy, Route, resolve_uri
 from gateway.catalogue.merge import Catalogue, ToolEntry
+from gateway.catalogue.pages import encode_pages, page_at
 from gateway.config import TenantConfig
 from gateway.errors import InvalidParams
+from gateway.protocol import spec
 
 
 def visible(entry: ToolEntry, tenant: TenantConfig) -> bool:
@@ -26,12 +27,6 @@ def visible(entry: ToolEntry, tenant: TenantConfig) -> bool:
     if not any(fnmatchcase(name, glob) for glob in tenant.tools_allow):
         return False
     return not any(fnmatchcase(name, glob) for glob in tenant.tools_deny)
-
-
-@dataclass(frozen=True, slots=True)
-class _Cursor:
-    view: str
-    offset: int
 
 
 class TenantView:
@@ -48,11 +43,15 @@ class TenantView:
         if len(self.entries) == len(catalogue.entries):  # sees every tool: share the catalogue's, not a copy
             self.entries, self.by_name = catalogue.entries, catalogue.by_name
         self.catalogue_version = catalogue.version
+        self.policy = Policy.of(tenant)
         self.id = hashlib.sha256(
-            f"{tenant.name}\0{catalogue.version}\0{tenant.backends}{tenant.tools_allow}{tenant.tools_deny}".encode()
+            f"{tenant.name}\0{catalogue.version}\0{tenant.tools_allow}{tenant.tools_deny}{self.policy}".encode()
         ).hexdigest()[:16]
         self.page_size = page_size
-        self.pages = self._encode_pages()
+        # Joined from each tool's JSON, so nothing is decoded and each page is allocated at its size.
+        self.pages = encode_pages(self.id, [e.json() for e in self.entries], "tools", page_size)
+        self.catalogue = catalogue
+        self._listings: dict[str, ListingView] = {}
         self._validators: dict[str, SchemaCheck] = {}
 
     def lookup(self, name: Any) -> ToolEntry:
@@ -66,13 +65,26 @@ class TenantView:
         """The pre-encoded `tools/list` result for a cursor (None = first page)."""
         if cursor is None:
             return self.pages[0]
-        parsed = _decode_cursor(cursor)
-        if parsed is None or parsed.view != self.id or parsed.offset % self.page_size:
-            raise InvalidParams("Invalid cursor")
-        index = parsed.offset // self.page_size
-        if not 0 < index < len(self.pages):
-            raise InvalidParams("Invalid cursor")
-        return self.pages[index]
+        return page_at(self.pages, self.id, self.page_size, cursor)
+
+    def listing(self, kind: Kind) -> ListingView:
+        """This tenant's prompts, resources or templates, built on first use."""
+        view = self._listings.get(kind.name)
+        if view is None:
+            view = self._listings[kind.name] = ListingView(kind, self.catalogue, self.policy, self.id,
+                                                            page_size=self.page_size)
+        return view
+
+    def resolve_uri(self, uri: Any) -> Route | None:
+        """Where a gateway URI is read: its backend and original URI, or None when this tenant has no such URI."""
+        if not isinstance(uri, str):
+            return None
+        return resolve_uri(self.catalogue, self.policy, self.listing(RESOURCES), self.listing(TEMPLATES), uri)
+
+    def offers(self, capability: str) -> bool:
+        """Whether any backend this tenant may use declared `capability`."""
+        return any(self.catalogue.offers(b, capability) for b, _ in self.catalogue.order
+                   if self.policy.uses(b))
 
     def validate_arguments(self, entry: ToolEntry, arguments: dict[str, Any]) -> str | None:
         """The first schema violation of `arguments`, or None when they conform."""
@@ -81,39 +93,6 @@ class TenantView:
             check = self._validators[entry.exposed] = SchemaCheck(entry.decoded().get("inputSchema"))
         problem = check.problem(arguments)
         return f"Invalid arguments for tool {entry.exposed}: {problem}" if problem else None
-
-    def _encode_pages(self) -> list[orjson.Fragment]:
-        starts = range(0, len(self.entries), self.page_size) or range(1)  # no tools: one empty page
-        return [self._encode_page(start) for start in starts]
-
-    def _encode_page(self, start: int) -> orjson.Fragment:
-        """Joined from each tool's JSON, so nothing is decoded and the page is allocated at its size."""
-        end = start + self.page_size
-        tools = b",".join([e.json() for e in self.entries[start:end]])
-        more = b""
-        if end < len(self.entries):
-            more = b',"nextCursor":' + orjson.dumps(_encode_cursor(_Cursor(self.id, end)))
-        return orjson.Fragment(b"".join((b'{"tools":[', tools, b"]", more, b"}")))
-
-
-def _encode_cursor(cursor: _Cursor) -> str:
-    raw = orjson.dumps({"v": cursor.view, "o": cursor.offset})
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(text: Any) -> _Cursor | None:
-    if not isinstance(text, str) or len(text) > 200:
-        return None
-    try:
-        data = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (binascii.Error, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    view, offset = data.get("v"), data.get("o")
-    if not isinstance(view, str) or not isinstance(offset, int) or isinstance(offset, bool):
-        return None
-    return _Cursor(view, offset)
 
 
 class ViewCache:
@@ -143,6 +122,17 @@ class ViewCache:
         differing = _differing(old, new)
         return [t.name for t in tenants if any(visible(e, t) for e in differing)]
 
+    def changes(self, old: Catalogue, new: Catalogue, tenants: Sequence[TenantConfig]) -> dict[str, list[str]]:
+        """For each list_changed notification, the tenants whose view of that kind differs (none: absent)."""
+        changed = {spec.TOOLS_LIST_CHANGED: self.tenants_changed(old, new, tenants)}
+        for kind in KINDS:
+            differing = _differing_items(old.listings.get(kind.name), new.listings.get(kind.name))
+            policies = [(t.name, Policy.of(t)) for t in tenants]
+            hit = [name for name, policy in policies
+                   if any(policy.permits(kind.capability, e.backend, e.exposed) for e in differing)]
+            changed[kind.list_changed] = sorted({*changed.get(kind.list_changed, ()), *hit})
+        return {method: names for method, names in changed.items() if names}
+
 
 def _differing(old: Catalogue, new: Catalogue) -> list[ToolEntry]:
     """Entries present in one catalogue but not the same in the other (unchanged ones are identical)."""
@@ -155,3 +145,10 @@ def _differing(old: Catalogue, new: Catalogue) -> list[ToolEntry]:
             if twin is None or twin.backend != entry.backend or twin.tool != entry.tool:
                 out.append(entry)
     return out
+
+
+def _differing_items(old: Listing | None, new: Listing | None) -> list[ListedEntry]:
+    """Prompts, resources or templates added, removed or changed between two listings."""
+    before, after = (old.by_key if old else {}), (new.by_key if new else {})
+    out = [e for key, e in before.items() if after.get(key) != e]
+    return out + [e for key, e in after.items() if before.get(key) != e]

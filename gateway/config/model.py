@@ -185,6 +185,10 @@ class TenantConfig:
     backends: tuple[str, ...] = ()  # no default access: a tenant sees only the backends it lists
     tools_allow: tuple[str, ...] = ("*",)
     tools_deny: tuple[str, ...] = ()
+    prompts_allow: tuple[str, ...] = ("*",)  # globs on namespaced prompt names
+    prompts_deny: tuple[str, ...] = ()
+    resources_allow: tuple[str, ...] = ("*",)  # globs on gateway URIs and URI templates
+    resources_deny: tuple[str, ...] = ()
     rate_limit: RateLimitConfig | None = None
     backend_headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     limits: TenantLimits = field(default_factory=TenantLimits)

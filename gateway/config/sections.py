@@ -328,10 +328,9 @@ def _tenants(root: Section, limits: TenantLimits) -> dict[str, TenantConfig]:
 
 def _tenant(name: str, limits: TenantLimits) -> Callable[[Section], TenantConfig]:
     def build(s: Section) -> TenantConfig:
-        tools = s.section("tools", TenantConfig)
-        allow, deny = tools.strings("allow", field="tools_allow"), tools.strings("deny", field="tools_deny")
-        tools.done()
-        return TenantConfig(name=name, backends=s.strings("backends"), tools_allow=allow, tools_deny=deny,
+        globs = {f"{kind}_{rule}": value for kind in ("tools", "prompts", "resources")
+                 for rule, value in _globs(s, kind).items()}
+        return TenantConfig(name=name, backends=s.strings("backends"), **globs,
                             rate_limit=_rate_limit(s.section("rate_limit", RateLimitConfig)),
                             backend_headers=_backend_headers(s),
                             limits=read(s.section("limits", TenantLimits), _limits(limits)))
@@ -352,6 +351,14 @@ def _limits(defaults: TenantLimits) -> Callable[[Section], TenantLimits]:
         return TenantLimits(**{key: integer(key) for key in ("sessions", "streams", "in_flight", "batch_size")})
 
     return build
+
+
+def _globs(s: Section, kind: str) -> dict[str, tuple[str, ...]]:
+    """A tenant's `{kind: {allow, deny}}` globs."""
+    section = s.section(kind, TenantConfig)
+    globs = {rule: section.strings(rule, field=f"{kind}_{rule}") for rule in ("allow", "deny")}
+    section.done()
+    return globs
 
 
 def _backend_headers(s: Section) -> dict[str, dict[str, str]]:

@@ -162,7 +162,7 @@ class Exchange:
 
     def list_changed_listener(self, deliver: Deliver,
                               tenants: Callable[[], list[TenantConfig]] | None = None) -> CatalogueListener:
-        """Tell the clients whose tenant view changed to list their tools again.
+        """Tell the clients whose tenant view of tools, prompts or resources changed to list that kind again.
 
         `tenants` narrows the check (stdio serves one tenant); by default every configured one.
         """
@@ -170,8 +170,7 @@ class Exchange:
         watched = tenants or (lambda: list(self.tenants.values()))
 
         async def listener(old: Catalogue, new: Catalogue) -> None:
-            changed = views.tenants_changed(old, new, watched())
-            if changed:
-                deliver(set(changed), {"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
+            for method, changed in views.changes(old, new, watched()).items():
+                deliver(set(changed), {"jsonrpc": "2.0", "method": method})
 
         return listener

@@ -21,6 +21,7 @@ from gateway.protocol import spec
 
 JsonObject = dict[str, Any]
 NotificationHandler = Callable[[JsonObject], Awaitable[None]]
+ListChangedCallback = Callable[[str], Awaitable[None]]
 
 _log = structlog.get_logger("gateway.upstream")
 
@@ -45,6 +46,8 @@ class UpstreamError(Exception):
 
 class Upstream(Protocol):
     name: str
+    server_capabilities: JsonObject
+    """What the backend declared in its last initialize result ({} before any handshake)."""
 
     async def start(self) -> None:
         """Prepare resources (spawn the child, open the pool). Never raises for a dead backend."""
@@ -72,8 +75,9 @@ class Upstream(Protocol):
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
         """Send a notification (e.g. notifications/cancelled); best effort, never raises."""
 
-    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
-        """Register a callback for the backend's notifications/tools/list_changed."""
+    def on_list_changed(self, callback: ListChangedCallback) -> None:
+        """Register a callback for the backend's notifications/{tools,prompts,resources}/list_changed;
+        it is called with the notification's method."""
 
     async def close(self) -> None:
         """End upstream sessions and stop the child, each wait bounded."""
@@ -169,6 +173,13 @@ def negotiated_version(backend: str, reply: JsonObject) -> str:
     return version
 
 
+def server_capabilities(reply: JsonObject) -> JsonObject:
+    """The capabilities of an `initialize` reply ({} when it has none that is an object)."""
+    result = reply.get("result")
+    capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    return capabilities if isinstance(capabilities, dict) else {}
+
+
 def answer_backend_request(message: JsonObject) -> JsonObject:
     """Our reply to a backend->gateway request: `ping` works, everything else is -32601.
 
@@ -235,15 +246,11 @@ class ListChangedCallbacks:
 
     def __init__(self, tasks: BackgroundTasks) -> None:
         self._tasks = tasks
-        self._callbacks: list[Callable[[], Awaitable[None]]] = []
+        self._callbacks: list[ListChangedCallback] = []
 
-    def add(self, callback: Callable[[], Awaitable[None]]) -> None:
+    def add(self, callback: ListChangedCallback) -> None:
         self._callbacks.append(callback)
 
-    def fire(self) -> None:
+    def fire(self, method: str) -> None:
         for callback in self._callbacks:
-            self._tasks.spawn(_call(callback), "list_changed")
-
-
-async def _call(callback: Callable[[], Awaitable[None]]) -> None:
-    await callback()
+            self._tasks.spawn(callback(method), "list_changed")

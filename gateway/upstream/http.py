@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import aclosing, suppress
 from dataclasses import replace
 from typing import Any
@@ -35,15 +35,16 @@ from gateway.protocol.spec import (
     INITIALIZED,
     JSON,
     LATEST_VERSION,
+    LIST_CHANGED,
     PROGRESS,
     SSE,
-    TOOLS_LIST_CHANGED,
 )
 from gateway.protocol.sse import SseDecoder, SseEvent
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
     BackgroundTasks,
     JsonObject,
+    ListChangedCallback,
     ListChangedCallbacks,
     NotificationHandler,
     UpstreamError,
@@ -56,6 +57,7 @@ from gateway.upstream.base import (
     progress_token,
     request_message,
     restore_progress_token,
+    server_capabilities,
     swap_progress_token,
 )
 from gateway.upstream.client import TRANSPORT_ERRORS, BadReply, ClientOptions, ConnectFailed, HttpTransport, Response
@@ -108,6 +110,7 @@ class HttpUpstream:
         self._body = BoundedBody(name, max_response_bytes)
         self._stream = StreamListener(self._body, lambda: self._client(listener=True), self._on_unasked)
         self._listener: asyncio.Task[None] | None = None
+        self.server_capabilities: JsonObject = {}
 
     # --- the Upstream protocol ----------------------------------------------------------
 
@@ -141,7 +144,7 @@ class HttpUpstream:
         if session is not None:  # no session: the backend has nothing to be notified about
             await self._post_quietly(session, notification_message(method, params))
 
-    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+    def on_list_changed(self, callback: ListChangedCallback) -> None:
         self._list_changed.add(callback)
 
     async def close(self) -> None:
@@ -202,6 +205,7 @@ class HttpUpstream:
         params = initialize_params(self._protocol_version, self._client_info)
         reply = await self._call(session, INITIALIZE, params, headers, None)
         session.protocol_version = negotiated_version(self.name, reply)
+        self.server_capabilities = server_capabilities(reply)
         status = await self._send_one_way(session, notification_message(INITIALIZED, None))
         if not 200 <= status < 300:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: initialized got HTTP {status}")
@@ -330,8 +334,8 @@ class HttpUpstream:
         return None
 
     async def _on_notification(self, message: JsonObject, route: Route) -> None:
-        if message["method"] == TOOLS_LIST_CHANGED:
-            self._list_changed.fire()
+        if message["method"] in LIST_CHANGED:
+            self._list_changed.fire(message["method"])
             return
         if route.handler is None:
             return
@@ -386,8 +390,8 @@ class HttpUpstream:
     def _on_unasked(self, session: BackendSession, message: JsonObject) -> None:
         """A message on the GET stream: a list change, or a request the backend waits on."""
         kind = message_kind(message)
-        if kind == "notification" and message["method"] == TOOLS_LIST_CHANGED:
-            self._list_changed.fire()
+        if kind == "notification" and message["method"] in LIST_CHANGED:
+            self._list_changed.fire(message["method"])
         elif kind == "request":
             self._answer(session, message)
 

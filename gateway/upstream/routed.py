@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import structlog
 
 from gateway.errors import FailureReason
 from gateway.protocol.spec import PROGRESS
-from gateway.upstream.base import JsonObject, NotificationHandler, Upstream, UpstreamError
+from gateway.upstream.base import JsonObject, ListChangedCallback, NotificationHandler, Upstream, UpstreamError
 from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, Outcome, Ticket, Transition
 from gateway.upstream.deadlines import Deadlines
 from gateway.upstream.policy import RoutePolicy, breaker_outcome, extended_deadline, retry_delay, should_retry
@@ -93,7 +93,11 @@ class RoutedUpstream:
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
         await self.inner.notify(method, params, session_key=session_key)
 
-    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+    @property
+    def server_capabilities(self) -> JsonObject:
+        return self.inner.server_capabilities
+
+    def on_list_changed(self, callback: ListChangedCallback) -> None:
         self.inner.on_list_changed(callback)
 
     async def close(self) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -28,12 +28,13 @@ import orjson
 import structlog
 
 from gateway.errors import FailureReason
-from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, PROGRESS, TOOLS_LIST_CHANGED
+from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, LIST_CHANGED, PROGRESS
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
     BackgroundTasks,
     Backoff,
     JsonObject,
+    ListChangedCallback,
     ListChangedCallbacks,
     NotificationHandler,
     UpstreamError,
@@ -45,6 +46,7 @@ from gateway.upstream.base import (
     progress_token,
     request_message,
     restore_progress_token,
+    server_capabilities,
     swap_progress_token,
 )
 from gateway.upstream.exits import STDERR_DRAIN, ExitReport
@@ -87,6 +89,7 @@ class StdioUpstream:
     ) -> None:
         self.name = name
         self.protocol_version: str | None = None  # negotiated by the current child
+        self.server_capabilities: JsonObject = {}  # declared by the current child
         self._command = list(command)
         self._env = child_env(env)
         self._cwd = cwd
@@ -142,7 +145,7 @@ class StdioUpstream:
         if self._ready and self._process is not None:
             await self._write_quietly(self._process, notification_message(method, params))
 
-    def on_list_changed(self, callback: Callable[[], Awaitable[None]]) -> None:
+    def on_list_changed(self, callback: ListChangedCallback) -> None:
         self._list_changed.add(callback)
 
     async def close(self) -> None:
@@ -296,8 +299,8 @@ class StdioUpstream:
 
     def _on_notification(self, message: JsonObject) -> None:
         method = message["method"]
-        if method == TOOLS_LIST_CHANGED:
-            self._list_changed.fire()
+        if method in LIST_CHANGED:
+            self._list_changed.fire(method)
             return
         token = progress_token(message) if method == PROGRESS else None
         pending = self._by_token.get(token) if isinstance(token, str) else None
@@ -373,6 +376,7 @@ class StdioUpstream:
         try:
             reply = await self._call(process, INITIALIZE, params, self._start_timeout, None)
             self.protocol_version = negotiated_version(self.name, reply)
+            self.server_capabilities = server_capabilities(reply)
             await self._write(process, notification_message(INITIALIZED, None))
         except UpstreamError as exc:
             _log.error("backend handshake failed", backend=self.name, reason=exc.reason, error=str(exc))

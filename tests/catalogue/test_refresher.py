@@ -42,6 +42,8 @@ class PagedUpstream:
             result["nextCursor"] = str(index + 1)
         return {"jsonrpc": "2.0", "id": 1, "result": result}
 
+    server_capabilities: JsonObject = {}
+
     def on_list_changed(self, callback: Any) -> None: ...
 
 

@@ -47,6 +47,8 @@ class EchoUpstream:
             return {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "backend says no"}}
         return {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "structuredContent": arguments}}
 
+    server_capabilities: JsonObject = {}
+
     def on_list_changed(self, callback: Any) -> None: ...
 
 

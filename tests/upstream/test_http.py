@@ -439,14 +439,14 @@ async def test_list_changed_on_the_get_stream_runs_the_callbacks(fake: FakeBacke
 
     fake.get_answer = stream
     upstream = await make_http(fake.url)
-    fired = asyncio.Event()
+    fired: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-    async def on_change() -> None:
-        fired.set()
+    async def on_change(method: str) -> None:
+        fired.set_result(method)
 
     upstream.on_list_changed(on_change)
     await call(upstream, "t")
-    await asyncio.wait_for(fired.wait(), 5)
+    assert await asyncio.wait_for(fired, 5) == "notifications/tools/list_changed"
     get = next(s for s in fake.seen if s.method == "GET")
     assert get.headers[SESSION] == "session-1"
     assert get.headers["Accept"] == "text/event-stream"

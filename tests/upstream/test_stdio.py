@@ -205,14 +205,14 @@ async def test_a_backend_request_gets_method_not_found(scripted: StdioUpstream) 
 
 
 async def test_list_changed_runs_the_registered_callbacks(scripted: StdioUpstream) -> None:
-    fired = asyncio.Event()
+    fired: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-    async def on_change() -> None:
-        fired.set()
+    async def on_change(method: str) -> None:
+        fired.set_result(method)
 
     scripted.on_list_changed(on_change)
     await call(scripted, "list_changed")
-    await asyncio.wait_for(fired.wait(), 5)
+    assert await asyncio.wait_for(fired, 5) == "notifications/tools/list_changed"
 
 
 async def test_large_messages_cross_the_pipe_intact(scripted: StdioUpstream) -> None:

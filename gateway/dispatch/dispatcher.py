@@ -1,0 +1,122 @@
+"""The MCP methods, free of any transport: `handle(message, ctx) -> reply`.
+
+HTTP and stdio both call `Dispatcher.handle`; it never sees a socket or a header. The methods
+themselves live beside it, one module per family (tools, prompts, resources, completion).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from gateway.catalogue.refresher import CatalogueService
+from gateway.config import Config
+from gateway.dispatch.completion import CompletionMethods
+from gateway.dispatch.forward import Forwarder, PassThrough
+from gateway.dispatch.prompts import PromptMethods
+from gateway.dispatch.resources import ResourceMethods
+from gateway.dispatch.tools import ToolMethods
+from gateway.errors import BackendError, GatewayError, InternalError, MethodNotFound
+from gateway.logs import clip
+from gateway.protocol import jsonrpc, spec
+from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.tenancy import RequestContext
+from gateway.upstream.pool import UpstreamPool
+
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+
+log = structlog.get_logger("gateway.dispatch")
+
+SERVER_INFO = {"name": "mcp-gateway", "title": "MCP Gateway", "version": "0.1.0"}
+INSTRUCTIONS = ("Tools, prompts and resources from several MCP servers: each tool and prompt name is prefixed "
+                "by its server's namespace, and each resource URI by the namespace and '+'.")
+
+Handler = Callable[[Message, RequestContext], Awaitable[Any]]
+
+
+class Dispatcher:
+    def __init__(self, *, config: Config, catalogue: CatalogueService, pool: UpstreamPool,
+                 list_changed: bool = False, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.catalogue = catalogue
+        self.pool = pool
+        self.list_changed = list_changed
+        forwarder = Forwarder(config=config, pool=pool, metrics=metrics)
+        tools = ToolMethods(catalogue=catalogue, forwarder=forwarder,
+                            validate_arguments=config.catalogue.validate_arguments)
+        prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder)
+        resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder)
+        self._methods: dict[str, Handler] = {
+            spec.INITIALIZE: self._initialize,
+            spec.PING: self._ping,
+            spec.TOOLS_LIST: tools.list,
+            spec.TOOLS_CALL: tools.call,
+            spec.PROMPTS_LIST: prompts.list,
+            spec.PROMPTS_GET: prompts.get,
+            spec.RESOURCES_LIST: resources.list,
+            spec.RESOURCES_TEMPLATES_LIST: resources.templates,
+            spec.RESOURCES_READ: resources.read,
+            spec.COMPLETION_COMPLETE: CompletionMethods(catalogue=catalogue, forwarder=forwarder).complete,
+        }
+
+    async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
+        """The reply to a request, or None for a notification or a response."""
+        if not message.is_request:
+            return None
+        assert message.id is not None and message.method is not None
+        started = time.perf_counter()
+        try:
+            handler = self._methods.get(message.method)
+            if handler is None:
+                raise MethodNotFound(f"Method not found: {message.method[:200]}")
+            return jsonrpc.result_response(message.id, await handler(message, ctx))
+        except PassThrough as passed:
+            return {"jsonrpc": "2.0", "id": message.id, "error": passed.error}
+        except GatewayError as exc:
+            ctx.outcome = _outcome(exc)
+            return jsonrpc.error_response(message.id, exc)
+        except Exception:
+            log.exception("dispatch_failed", method=clip(message.method), request_id=ctx.request_id)
+            ctx.outcome = "error"
+            return jsonrpc.error_response(message.id, InternalError("Internal error"))
+        finally:
+            if self.metrics is not None:
+                self.metrics.dispatched(message.method, ctx, time.perf_counter() - started)
+
+    # ---------------------------------------------------------------- the gateway's own methods
+
+    async def _initialize(self, message: Message, ctx: RequestContext) -> JsonObject:
+        requested = (message.params or {}).get("protocolVersion")
+        return {
+            "protocolVersion": spec.negotiate_version(requested),
+            "capabilities": self.capabilities(ctx),
+            "serverInfo": SERVER_INFO,
+            "instructions": INSTRUCTIONS,
+        }
+
+    def capabilities(self, ctx: RequestContext) -> JsonObject:
+        """What this tenant is served: prompts, resources and completions only when one of its backends has them."""
+        view = self.catalogue.view(ctx.tenant)
+        changed = {"listChanged": self.list_changed}
+        capabilities: JsonObject = {"tools": changed}
+        for capability in ("prompts", "resources"):
+            if view.offers(capability):
+                capabilities[capability] = changed
+        if view.offers("completions"):
+            capabilities["completions"] = {}
+        return capabilities
+
+    async def _ping(self, message: Message, ctx: RequestContext) -> JsonObject:
+        return {}
+
+
+def _outcome(exc: GatewayError) -> str:
+    if isinstance(exc, BackendError):
+        return exc.reason
+    return {spec.METHOD_NOT_FOUND: "method_not_found", spec.INVALID_PARAMS: "invalid_params",
+            spec.RESOURCE_NOT_FOUND: "not_found"}.get(exc.code, "error")

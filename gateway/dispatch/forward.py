@@ -1,0 +1,100 @@
+"""Sending one client request on to the backend that owns it, and taking its reply back.
+
+Every forwarded method (tools/call, prompts/get, resources/read, completion/complete) goes
+through `Forwarder.forward`: the tenant's upstream session and headers, trace context, the
+backend's failures as BackendError, its own JSON-RPC errors passed through unchanged, and the
+upstream latency per backend and method.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+
+from gateway.config import Backend, Config
+from gateway.errors import BackendError, FailureReason, InvalidParams
+from gateway.protocol.jsonrpc import JsonObject
+from gateway.tenancy import RequestContext, upstream_headers
+from gateway.upstream.base import UpstreamError
+from gateway.upstream.pool import UpstreamPool
+
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+
+log = structlog.get_logger("gateway.dispatch")
+
+
+class PassThrough(Exception):
+    """A backend's own JSON-RPC error, returned to the client unchanged."""
+
+    def __init__(self, error: Any) -> None:
+        super().__init__("backend error")
+        self.error = error
+
+
+class Forwarder:
+    def __init__(self, *, config: Config, pool: UpstreamPool, metrics: Metrics | None = None) -> None:
+        self.pool = pool
+        self.metrics = metrics
+        self._backends = {backend.name: backend for backend in config.backends}  # looked up on every call
+
+    def backend(self, name: str) -> Backend:
+        """A configured backend (catalogue entries only name configured backends)."""
+        return self._backends[name]
+
+    async def forward(self, backend: Backend, method: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
+        """The backend's result object; its JSON-RPC error is raised as PassThrough."""
+        reply = await self.request(backend, method, params, ctx)
+        if "error" in reply:
+            ctx.outcome = "backend_error"
+            raise PassThrough(encoded(backend.name, reply["error"], ctx))
+        result = reply.get("result")
+        if not isinstance(result, dict):  # every MCP result is an object; anything else is garbage
+            raise bad_reply(backend.name, ctx, f"{method} result is not an object")
+        return result
+
+    async def request(self, backend: Backend, method: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
+        upstream = self.pool.get(backend.name)
+        started = time.perf_counter()
+        try:
+            return await upstream.request(
+                method, params, timeout=backend.timeout_seconds,
+                session_key=ctx.principal.tenant,
+                headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
+                on_notification=ctx.channel.notify if ctx.channel is not None else None,
+            )
+        except orjson.JSONEncodeError as exc:
+            # orjson reads 1024 levels of nesting but writes only 254; the upstream's own encode is
+            # the check, so the arguments are not encoded twice on every call.
+            raise InvalidParams("Invalid params: arguments nested too deeply") from exc
+        except UpstreamError as exc:
+            log.warning("backend_call_failed", backend=backend.name, reason=exc.reason,
+                        error=str(exc), request_id=ctx.request_id)
+            raise BackendError(backend.name, exc.reason) from exc
+        finally:
+            if self.metrics is not None:
+                self.metrics.upstream_done(backend.name, method, time.perf_counter() - started)
+
+
+def encoded(backend: str, value: Any, ctx: RequestContext) -> orjson.Fragment:
+    """The backend's reply encoded once, here, so a reply we cannot re-encode is its fault, not a 500."""
+    try:
+        return orjson.Fragment(orjson.dumps(value))
+    except orjson.JSONEncodeError as exc:
+        raise bad_reply(backend, ctx, "reply cannot be re-encoded (nested too deeply)") from exc
+
+
+def bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
+    log.warning("backend_call_failed", backend=backend, reason=FailureReason.BAD_RESPONSE, error=detail,
+                request_id=ctx.request_id)
+    return BackendError(backend, FailureReason.BAD_RESPONSE, detail)
+
+
+def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:
+    """W3C trace context rides along to HTTP backends (stdio upstreams ignore headers)."""
+    if traceparent:
+        headers["traceparent"] = traceparent
+    return headers

@@ -1,0 +1,44 @@
+"""resources/list, resources/templates/list and resources/read, on gateway URIs (catalogue/uris.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.catalogue.listings import RESOURCES, TEMPLATES
+from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.uris import rewrite_contents
+from gateway.dispatch.forward import Forwarder, encoded
+from gateway.errors import InvalidParams, ResourceNotFound
+from gateway.protocol import spec
+from gateway.protocol.jsonrpc import Message
+from gateway.tenancy import RequestContext
+
+
+class ResourceMethods:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+        self.catalogue = catalogue
+        self.forwarder = forwarder
+
+    async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
+        cursor = (message.params or {}).get("cursor")
+        return self.catalogue.view(ctx.tenant).listing(RESOURCES).page(cursor)
+
+    async def templates(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
+        cursor = (message.params or {}).get("cursor")
+        return self.catalogue.view(ctx.tenant).listing(TEMPLATES).page(cursor)
+
+    async def read(self, message: Message, ctx: RequestContext) -> Any:
+        params = message.params or {}
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("Invalid params: uri must be a string")
+        route = self.catalogue.view(ctx.tenant).resolve_uri(uri)
+        if route is None:  # unknown, or not this tenant's: the same answer
+            raise ResourceNotFound(uri[:1000])
+        ctx.backend = route.backend
+        backend = self.forwarder.backend(route.backend)
+        result = await self.forwarder.forward(backend, spec.RESOURCES_READ, {**params, "uri": route.original}, ctx)
+        rewrite_contents(result, backend.namespace)
+        return encoded(route.backend, result, ctx)

@@ -1,0 +1,51 @@
+"""tools/list and tools/call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.uris import rewrite_blocks
+from gateway.dispatch.forward import Forwarder, encoded
+from gateway.errors import InvalidParams
+from gateway.protocol import spec
+from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.tenancy import RequestContext
+
+
+class ToolMethods:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, validate_arguments: bool) -> None:
+        self.catalogue = catalogue
+        self.forwarder = forwarder
+        self.validate_arguments = validate_arguments
+
+    async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
+        cursor = (message.params or {}).get("cursor")
+        return self.catalogue.view(ctx.tenant).page(cursor)
+
+    async def call(self, message: Message, ctx: RequestContext) -> Any:
+        params = message.params or {}
+        view = self.catalogue.view(ctx.tenant)
+        entry = view.lookup(params.get("name"))
+        ctx.tool, ctx.backend = entry.exposed, entry.backend
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise InvalidParams("Invalid params: arguments must be an object")
+        if self.validate_arguments:
+            problem = view.validate_arguments(entry, arguments)
+            if problem:
+                ctx.outcome = "invalid_arguments"
+                return {"content": [{"type": "text", "text": problem}], "isError": True}
+        forward: JsonObject = {"name": entry.original, "arguments": arguments}
+        if isinstance(params.get("_meta"), dict):
+            forward["_meta"] = params["_meta"]
+        backend = self.forwarder.backend(entry.backend)
+        result = await self.forwarder.forward(backend, spec.TOOLS_CALL, forward, ctx)
+        if result.get("isError"):
+            ctx.outcome = "tool_error"
+        rewrite_blocks(result.get("content"), backend.namespace)  # resource links name gateway URIs
+        return encoded(entry.backend, result, ctx)
