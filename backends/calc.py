@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from . import runner
 
@@ -155,6 +155,20 @@ async def slow(seconds: float, ctx: Context, steps: int = 3) -> str:
         await anyio.sleep(seconds / steps)
         await ctx.report_progress(step, steps, f"step {step}/{steps}")
     return f"slept {seconds:g}s in {steps} steps"
+
+
+@server.prompt()
+def explain(expression: str) -> str:
+    """Explain, step by step, how an arithmetic expression is evaluated."""
+    return f"Explain step by step how to evaluate {expression}, then check the result with calc's evaluate tool."
+
+
+@server.resource("calc://squares/{count}", name="squares", mime_type="application/octet-stream")
+def squares(count: str) -> bytes:
+    """The squares of 0 .. count-1 modulo 256, one byte each (a binary resource; count at most 256)."""
+    if not count.isdigit() or not 0 < int(count) <= 256:
+        raise ResourceError("count must be a whole number from 1 to 256")
+    return bytes(i * i % 256 for i in range(int(count)))
 
 
 def main() -> None:

@@ -1,7 +1,9 @@
 """Clock backend: current time and time-zone conversion (IANA zones via ``zoneinfo``).
 
 ``now`` and ``convert`` return a TypedDict, so they publish an ``outputSchema`` and their
-results carry ``structured_content`` as well as text.
+results carry ``structured_content`` as well as text. It also offers a prompt to plan a
+meeting across zones, the resource ``clock://zones`` (every zone name) and completions of
+zone names.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from functools import cache
 from typing import TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -87,6 +90,30 @@ def list_timezones(prefix: str = "") -> ZoneList:
     matches = [zone for zone in _all_zones() if zone.lower().startswith(wanted)]
     truncated = len(matches) > MAX_ZONES
     return ZoneList(zones=matches[:MAX_ZONES], total=len(matches), truncated=truncated)
+
+
+@server.prompt()
+def plan_meeting(zones: str, duration_minutes: str = "30") -> str:
+    """Find a meeting time that suits every one of ``zones`` (comma-separated IANA names)."""
+    return (f"Propose three {duration_minutes}-minute meeting slots within working hours (09:00-17:00) "
+            f"in every one of these time zones: {zones}. Use the clock tools to check.")
+
+
+@server.resource("clock://zones", name="zones", mime_type="text/plain")
+def zones() -> str:
+    """Every IANA zone name, one per line."""
+    return "\n".join(_all_zones())
+
+
+@server.completion()
+async def complete(ref: types.PromptReference | types.ResourceTemplateReference, argument: types.CompletionArgument,
+                   context: types.CompletionContext | None) -> types.Completion | None:
+    """Zone names starting with what was typed (the last of a comma-separated list)."""
+    if argument.name != "zones":
+        return None
+    typed = argument.value.rsplit(",", 1)[-1].strip().lower()
+    matches = [zone for zone in _all_zones() if zone.lower().startswith(typed)]
+    return types.Completion(values=matches[:MAX_ZONES], total=len(matches), has_more=len(matches) > MAX_ZONES)
 
 
 def main() -> None:

@@ -3,6 +3,10 @@
 The store is per process, so over HTTP every session sees the same notes. Sizes are
 bounded so a client can't grow the process without limit. Unknown ids raise
 ``ToolError``, which the SDK turns into an ``isError`` result.
+
+Besides tools it serves resources (``notes://index`` lists the notes, the template
+``notes://note/{id}`` reads one), a prompt that embeds a note as a resource, a tool that
+answers with a ``resource_link``, and completions of note ids.
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime
 
+import mcp_types as types
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.prompts.base import UserMessage
 from pydantic import BaseModel
 
 from . import runner
@@ -104,6 +110,49 @@ def search_notes(query: str) -> NoteList:
     needle = query.casefold()
     hits = [n for n in _notes.values() if needle in f"{n.title}\n{n.body}".casefold()]
     return NoteList(notes=hits[:MAX_SEARCH_RESULTS])
+
+
+@server.tool()
+def link_note(id: str) -> types.ResourceLink:
+    """A link to one note's resource, to read with resources/read."""
+    note = _get(id)
+    return types.ResourceLink(type="resource_link", uri=f"notes://note/{note.id}", name=note.title,
+                              mime_type="text/plain")
+
+
+@server.resource("notes://index", name="index", mime_type="application/json")
+def index() -> str:
+    """Every note's id and title, as JSON."""
+    return NoteList(notes=list(_notes.values())).model_dump_json(include={"notes": {"__all__": {"id", "title"}}})
+
+
+@server.resource("notes://note/{id}", name="note", mime_type="text/plain")
+def note_body(id: str) -> str:
+    """The body of one note."""
+    note = _notes.get(id)
+    if note is None:
+        raise ResourceError(f"Unknown note id: {id!r}")
+    return note.body
+
+
+@server.prompt()
+def summarize_note(id: str) -> list[UserMessage]:
+    """Ask for a summary of one note, which comes embedded in the prompt."""
+    note = _notes.get(id)
+    body = note.body if note else ""
+    resource = types.TextResourceContents(uri=f"notes://note/{id}", mime_type="text/plain", text=body)
+    return [UserMessage("Summarize this note in one sentence."),
+            UserMessage(types.EmbeddedResource(type="resource", resource=resource))]
+
+
+@server.completion()
+async def complete(ref: types.PromptReference | types.ResourceTemplateReference, argument: types.CompletionArgument,
+                   context: types.CompletionContext | None) -> types.Completion | None:
+    """Note ids starting with what was typed, for the prompt and the template alike."""
+    if argument.name != "id":
+        return None
+    ids = [note_id for note_id in _notes if note_id.startswith(argument.value)]
+    return types.Completion(values=ids[:100], total=len(ids), has_more=len(ids) > 100)
 
 
 def main() -> None:

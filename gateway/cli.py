@@ -111,8 +111,9 @@ def _set_claim(claims: dict[str, Any], path: str, value: Any) -> None:
 
 
 def _catalogue(config: Config, args: argparse.Namespace) -> int:
+    from gateway.catalogue.listings import KINDS
     from gateway.components import build_components
-    from gateway.config import LoggingConfig
+    from gateway.config import LoggingConfig, TenantConfig
     from gateway.logs import configure_logging
 
     # stdout is the listing; only warnings (a backend that could not be reached) go to stderr
@@ -130,18 +131,23 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
             await service.refresh_all()
         finally:
             await core.pool.close()
-        entries = service.current.entries
-        if args.tenant:
-            entries = service.view(config.tenants[args.tenant]).entries
-        for entry in entries:
-            summary = " ".join(str(entry.decoded().get("description", "")).split())[:80]
-            print(f"{entry.exposed}\t{entry.backend}\t{summary}")
+        tenant = config.tenants.get(args.tenant or "") or TenantConfig(name="")  # no tenant: the whole catalogue
+        view = service.view(tenant)
+        for entry in view.entries:
+            print(f"{entry.exposed}\t{entry.backend}\t{_summary(entry.decoded())}")
+        for kind in KINDS:  # prompts, resources and templates: the summary names the kind
+            for item in view.listing(kind).entries:
+                print(f"{item.exposed}\t{item.backend}\t[{kind.name}] {_summary(item.item.decoded(kind))}")
         for name, snapshot in service.current.snapshots.items():
             if snapshot.status != "ok":
                 print(f"# backend {name}: {snapshot.status} ({snapshot.error})", file=sys.stderr)
 
     asyncio.run(build())
     return 0
+
+
+def _summary(item: dict[str, object]) -> str:
+    return " ".join(str(item.get("description", "")).split())[:80]
 
 
 def _stdio(config: Config, args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ TRANSPORTS = ["stdio", "http"]
 EXPECTED_TOOLS = {
     "clock": {"now", "convert", "list_timezones"},
     "calc": {"add", "multiply", "evaluate", "convert_units", "slow"},
-    "notes": {"create_note", "list_notes", "get_note", "delete_note", "search_notes"},
+    "notes": {"create_note", "list_notes", "get_note", "delete_note", "search_notes", "link_note"},
     "catalog": {f"tool_{i:03d}" for i in range(25)},
 }
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(90)
 ALPHA = {"backends": ["calc"], "tools": {"deny": ["calc__slow"]}}
 BETA = {"backends": ["*"], "tools": {"allow": ["notes__*", "now", "convert", "calc__add"]}}
 ALPHA_TOOLS = {"calc__add", "calc__multiply", "calc__evaluate", "calc__convert_units"}
-BETA_TOOLS = {"notes__create_note", "notes__list_notes", "notes__get_note", "notes__delete_note",
+BETA_TOOLS = {"notes__create_note", "notes__list_notes", "notes__get_note", "notes__delete_note", "notes__link_note",
               "notes__search_notes", "now", "convert", "calc__add"}
 
 
