@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from conftest import http_backend_config, make_config
 
+from gateway.catalogue.listings import KINDS
 from gateway.catalogue.merge import snapshot_version
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.store import MemorySnapshotStore
@@ -80,3 +81,78 @@ async def test_the_listing_clients_get_carries_the_kept_tools() -> None:
     service = await refreshed([[*GOOD, *BAD]])
     page = orjson.loads(orjson.dumps(service.view(service.config.tenants["acme"]).page(None)))
     assert [t["name"] for t in page["tools"]] == ["b__first", "b__second", "b__third"]
+
+
+# ---------------------------------------------------------------- prompts, resources and templates
+
+
+class OfferingUpstream:
+    """A backend that declared `capabilities` and answers each list method from `answers` (pages by cursor)."""
+
+    def __init__(self, capabilities: JsonObject, answers: dict[str, list[JsonObject]]) -> None:
+        self.server_capabilities = capabilities
+        self.answers = answers
+        self.asked: list[tuple[str, Any]] = []
+
+    async def request(self, method: str, params: JsonObject | None, **_: Any) -> JsonObject:
+        cursor = (params or {}).get("cursor")
+        self.asked.append((method, cursor))
+        pages = self.answers.get(method)
+        if pages is None:
+            return {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}
+        index = int(cursor or 0)
+        result = dict(pages[index])
+        if index + 1 < len(pages):
+            result["nextCursor"] = str(index + 1)
+        return {"jsonrpc": "2.0", "id": 1, "result": result}
+
+    def on_list_changed(self, callback: Any) -> None: ...
+
+
+async def offering(upstream: OfferingUpstream) -> CatalogueService:
+    config = make_config([http_backend_config("b", "http://127.0.0.1:9/mcp")])
+    service = CatalogueService(config=config, pool=OnePool(upstream), store=MemorySnapshotStore())  # type: ignore[arg-type]
+    await service.refresh_all()
+    return service
+
+
+async def test_the_kinds_a_backend_declared_are_fetched_page_by_page() -> None:
+    upstream = OfferingUpstream({"tools": {}, "prompts": {}, "resources": {}, "completions": {}}, {
+        "tools/list": [{"tools": GOOD[:1]}],
+        "prompts/list": [{"prompts": [{"name": "p1"}]}, {"prompts": [{"name": ""}, {"name": "p2"}]}],
+        "resources/list": [{"resources": [{"uri": "x://1", "name": "one"}]}],
+        "resources/templates/list": [{"resourceTemplates": [{"uriTemplate": "x://{n}", "name": "n"}]}],
+    })
+    service = await offering(upstream)
+    snapshot = service.current.snapshots["b"]
+    assert [i.key for i in snapshot.lists["prompts"]] == ["p1", "p2"]
+    assert snapshot.offers == {"prompts", "resources", "completions"}
+    assert ("prompts/list", "1") in upstream.asked
+    view = service.view(service.config.tenants["acme"])
+    assert [e.exposed for e in view.listing(KINDS[1]).entries] == ["b+x://1"]
+
+
+async def test_kinds_a_backend_did_not_declare_are_not_asked_for() -> None:
+    upstream = OfferingUpstream({"tools": {}}, {"tools/list": [{"tools": GOOD}], "prompts/list": [{"prompts": []}]})
+    service = await offering(upstream)
+    assert [method for method, _ in upstream.asked] == ["tools/list"]
+    snapshot = service.current.snapshots["b"]
+    assert snapshot.lists == {} and snapshot.offers == frozenset()
+    assert snapshot.version == snapshot_version(GOOD)
+
+
+async def test_a_declared_list_the_backend_refuses_leaves_that_kind_empty_and_the_rest_fresh() -> None:
+    upstream = OfferingUpstream({"prompts": {}, "resources": {}}, {
+        "tools/list": [{"tools": GOOD}], "resources/list": [{"resources": "not a list"}]})
+    service = await offering(upstream)
+    snapshot = service.current.snapshots["b"]
+    assert snapshot.status == "ok" and snapshot.lists == {} and len(snapshot.tools) == 3
+
+
+async def test_a_change_in_prompts_alone_changes_the_backends_version() -> None:
+    answers: dict[str, list[JsonObject]] = {"tools/list": [{"tools": GOOD}],
+                                            "prompts/list": [{"prompts": [{"name": "a"}]}]}
+    before = (await offering(OfferingUpstream({"prompts": {}}, answers))).current.snapshots["b"].version
+    answers["prompts/list"] = [{"prompts": [{"name": "a", "description": "now described"}]}]
+    after = (await offering(OfferingUpstream({"prompts": {}}, answers))).current.snapshots["b"].version
+    assert before != after

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -14,6 +15,7 @@ import structlog
 from conftest import make_config
 from redis.asyncio.cluster import RedisCluster
 
+from gateway.catalogue.listings import PROMPTS, TEMPLATES, Listed
 from gateway.catalogue.merge import BackendSnapshot, Tool, snapshot_version
 from gateway.catalogue.store import (
     MemorySnapshotStore,
@@ -146,8 +148,31 @@ def test_a_snapshot_record_keeps_its_tools_as_plain_json_objects() -> None:
     """The format other replicas (and older versions of this one) read."""
     assert orjson.loads(encode_snapshot(stored())) == {
         "backend": "calc", "tools": list(TOOLS), "version": snapshot_version(TOOLS), "fetched_at": 100.0,
-        "status": "stale", "error": "timeout", "checked_at": 99.5,
+        "status": "stale", "error": "timeout", "checked_at": 99.5, "lists": {}, "offers": [],
     }
+
+
+def test_a_record_keeps_prompts_resources_templates_and_offers() -> None:
+    lists = {"prompts": (Listed.from_dict(PROMPTS, {"name": "p", "arguments": []}),),
+             "templates": (Listed.from_dict(TEMPLATES, {"uriTemplate": "x://{y}", "name": "t"}),)}
+    record = stored()
+    snapshot = replace(record.snapshot, lists=lists, offers=frozenset({"prompts", "resources"}))
+    encoded = encode_snapshot(StoredSnapshot(snapshot, 99.5))
+    assert decode_snapshot(encoded) == StoredSnapshot(snapshot, 99.5)
+    assert orjson.loads(encoded)["lists"] == {"prompts": [{"name": "p", "arguments": []}],
+                                              "templates": [{"uriTemplate": "x://{y}", "name": "t"}]}
+
+
+def test_a_record_written_before_prompts_and_resources_reads_as_having_none() -> None:
+    record = orjson.loads(encode_snapshot(stored()))
+    del record["lists"], record["offers"]
+    assert decode_snapshot(orjson.dumps(record)) == stored()
+
+
+@pytest.mark.parametrize("lists", [{"gadgets": []}, {"prompts": [{"no": "name"}]}, {"prompts": "p"}, []])
+def test_a_record_with_unreadable_lists_is_unreadable(lists: Any) -> None:
+    record = orjson.loads(encode_snapshot(stored()))
+    assert decode_snapshot(orjson.dumps({**record, "lists": lists})) is None
 
 
 @pytest.mark.parametrize("tools", [[{"description": "no name"}], [{"name": 5}], ["add"], "add", None])
