@@ -51,8 +51,8 @@ def test_shipped_config_loads_with_an_empty_environment() -> None:
     )
     assert config.auth.jwt.secret == "dev-only-insecure-secret-change-me-0123456789"
     assert config.tenants["globex"] == TenantConfig(
-        name="globex", backends=("clock", "calc"), tools_deny=("calc__slow",),
-        rate_limit=RateLimitConfig(requests_per_second=10.0, burst=20),
+        name="globex", backends=("clock", "calc"), tools_deny=("calc__slow",), prompts_allow=("clock__*",),
+        resources_deny=("calc+calc://squares/*",), rate_limit=RateLimitConfig(requests_per_second=10.0, burst=20),
     )
     assert [(k.tenant, k.subject, k.scopes) for k in config.auth.api_keys] == [
         ("acme", "demo", ("mcpgw:admin",)), ("globex", "demo", ()),
@@ -407,6 +407,21 @@ def test_a_tenant_gets_its_policy() -> None:
         rate_limit=RateLimitConfig(requests_per_second=50.0, burst=100),
         backend_headers={"search": {"X-Api-Key": "k"}},
     )
+
+
+def test_a_tenant_gets_prompt_and_resource_globs() -> None:
+    raw = {"tenants": {"acme": {"prompts": {"deny": ["x__*"]}, "resources": {"allow": ["x+file:///*"]}}}}
+    tenant = parse_config(raw, {}).tenants["acme"]
+    assert (tenant.prompts_allow, tenant.prompts_deny) == (("*",), ("x__*",))
+    assert (tenant.resources_allow, tenant.resources_deny) == (("x+file:///*",), ())
+
+
+@pytest.mark.parametrize(("raw", "error"), [
+    ({"prompts": {"allow": "*"}}, "tenants.acme.prompts.allow: must be a list"),
+    ({"resources": {"dney": []}}, "tenants.acme.resources.dney: unknown key"),
+])
+def test_bad_prompt_or_resource_globs_name_their_key(raw: dict[str, Any], error: str) -> None:
+    assert error_of({"tenants": {"acme": raw}}) == error
 
 
 def test_an_empty_tenant_sees_everything_without_a_rate_limit() -> None:
