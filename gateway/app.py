@@ -64,8 +64,8 @@ def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIt
                                     metrics=app[keys.METRICS])  # the same core serves stdio
             exchange = Exchange(dispatcher=core.dispatcher, authenticator=core.authenticator,
                                 tenants=config.tenants, rate_limiter=shared.rate_limiter)
-            # A resume this process cannot replay exactly gets a list_changed: the client lists again.
-            streams = StreamHub(catch_up={"jsonrpc": "2.0", "method": spec.TOOLS_LIST_CHANGED})
+            # A resume this process cannot replay exactly gets every list_changed: the client lists again.
+            streams = StreamHub(catch_up=[{"jsonrpc": "2.0", "method": method} for method in spec.LIST_CHANGED_ORDER])
             endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams)
             app[keys.POOL] = core.pool
             app[keys.CATALOGUE] = core.catalogue

@@ -91,8 +91,9 @@ ROOTS_LIST_CHANGED: Final = "notifications/roots/list_changed"
 SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 """2026-07-28: the first frame of a subscriptions/listen stream."""
 
-LIST_CHANGED: Final = frozenset({TOOLS_LIST_CHANGED, PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED})
+LIST_CHANGED_ORDER: Final = (TOOLS_LIST_CHANGED, PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED)
 """A server's list of tools, prompts or resources changed; re-list."""
+LIST_CHANGED: Final = frozenset(LIST_CHANGED_ORDER)
 
 KNOWN_METHODS: Final = frozenset({
     INITIALIZE, PING, TOOLS_LIST, TOOLS_CALL, PROMPTS_LIST, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ,

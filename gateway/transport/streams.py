@@ -3,8 +3,9 @@
 Event ids are `<hub epoch>-<n>`: the epoch is random per process, so an id issued by
 another replica (or by this process before a restart) is recognised as foreign rather
 than mistaken for one of ours. A resume that the buffer cannot serve exactly (a foreign
-id, or events already pushed out of the buffer) gets the hub's `catch_up` message instead,
-e.g. `notifications/tools/list_changed`: the client lists again and misses nothing.
+id, or events already pushed out of the buffer) gets the hub's `catch_up` messages instead,
+e.g. `notifications/{tools,prompts,resources}/list_changed`: the client lists again and misses
+nothing.
 
 A session's entry (stream and history) lives as long as the session: the session store's end
 listener calls `forget`, whatever ended it. Each tenant may hold `limits.streams` open streams.
@@ -16,6 +17,7 @@ import asyncio
 import itertools
 import secrets
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gateway.errors import Conflict, LimitReached
@@ -36,12 +38,12 @@ class _SessionStream:
 class StreamHub:
     """Routes notifications to the GET streams of the sessions that should see them."""
 
-    def __init__(self, *, catch_up: JsonObject | None = None, epoch: str | None = None) -> None:
+    def __init__(self, *, catch_up: Sequence[JsonObject] = (), epoch: str | None = None) -> None:
         self._streams: dict[str, _SessionStream] = {}
         self._open: dict[str, int] = {}  # attached GET streams per tenant (limits.streams)
         self._ids = itertools.count(1)
         self.epoch = epoch or secrets.token_hex(4)
-        self._catch_up = dumps(catch_up) if catch_up is not None else None
+        self._catch_up = [dumps(message) for message in catch_up]
 
     def open(self, session_id: str, tenant: str, limit: int | None = None) -> asyncio.Queue[tuple[str, bytes]]:
         """Attach the one GET stream of a session; a second concurrent one is refused (409), and one
@@ -96,10 +98,7 @@ class StreamHub:
         return f"{self.epoch}-{number}"
 
     def _catch_up_for(self, stream: _SessionStream) -> list[tuple[str, bytes]]:
-        if self._catch_up is None:
-            return []
-        number = self._record(stream, self._catch_up)
-        return [(self._event_id(number), self._catch_up)]
+        return [(self._event_id(self._record(stream, data)), data) for data in self._catch_up]
 
     def _record(self, stream: _SessionStream, data: bytes) -> int:
         number = next(self._ids)

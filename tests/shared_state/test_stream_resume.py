@@ -24,7 +24,7 @@ LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 
 def test_event_ids_carry_the_hub_epoch_and_resume_after_the_last_one_seen() -> None:
-    hub = StreamHub(catch_up=LIST_CHANGED, epoch="e1")
+    hub = StreamHub(catch_up=[LIST_CHANGED], epoch="e1")
     hub.open("s", "acme")
     hub.publish({"acme"}, {"n": 1})
     hub.publish({"acme"}, {"n": 2})
@@ -34,15 +34,24 @@ def test_event_ids_carry_the_hub_epoch_and_resume_after_the_last_one_seen() -> N
 
 
 def test_an_id_from_another_hub_gets_the_catch_up_message() -> None:
-    hub = StreamHub(catch_up=LIST_CHANGED, epoch="e1")
+    hub = StreamHub(catch_up=[LIST_CHANGED], epoch="e1")
     hub.open("s", "acme")
     for foreign in ("e2-1", "17", "garbage"):
         ((event_id, data),) = hub.replay("s", foreign)
         assert event_id.startswith("e1-") and orjson.loads(data) == LIST_CHANGED
 
 
+def test_every_catch_up_message_comes_in_order_with_its_own_id() -> None:
+    kinds = [{"jsonrpc": "2.0", "method": f"notifications/{k}/list_changed"} for k in ("tools", "prompts", "resources")]
+    hub = StreamHub(catch_up=kinds, epoch="e1")
+    hub.open("s", "acme")
+    replayed = hub.replay("s", "e2-1")
+    assert [orjson.loads(d) for _, d in replayed] == kinds
+    assert len({event_id for event_id, _ in replayed}) == 3
+
+
 def test_events_pushed_out_of_the_buffer_get_the_catch_up_and_no_catch_up_means_nothing() -> None:
-    hub = StreamHub(catch_up=LIST_CHANGED, epoch="e1")
+    hub = StreamHub(catch_up=[LIST_CHANGED], epoch="e1")
     hub.open("s", "acme")
     for n in range(REPLAY_EVENTS + 5):
         hub.publish({"acme"}, {"n": n})
