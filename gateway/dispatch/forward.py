@@ -46,21 +46,13 @@ class Forwarder:
         return self._backends[name]
 
     async def forward(self, backend: Backend, method: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
-        """The backend's result object; its JSON-RPC error is raised as PassThrough."""
-        reply = await self.request(backend, method, params, ctx)
-        if "error" in reply:
-            ctx.outcome = "backend_error"
-            raise PassThrough(encoded(backend.name, reply["error"], ctx))
-        result = reply.get("result")
-        if not isinstance(result, dict):  # every MCP result is an object; anything else is garbage
-            raise bad_reply(backend.name, ctx, f"{method} result is not an object")
-        return result
+        """The backend's result object; its JSON-RPC error is raised as PassThrough.
 
-    async def request(self, backend: Backend, method: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
-        upstream = self.pool.get(backend.name)
+        One coroutine from here to the upstream: this is every tools/call's path.
+        """
         started = time.perf_counter()
         try:
-            return await upstream.request(
+            reply = await self.pool.get(backend.name).request(
                 method, params, timeout=backend.timeout_seconds,
                 session_key=ctx.principal.tenant,
                 headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
@@ -77,6 +69,13 @@ class Forwarder:
         finally:
             if self.metrics is not None:
                 self.metrics.upstream_done(backend.name, method, time.perf_counter() - started)
+        if "error" in reply:
+            ctx.outcome = "backend_error"
+            raise PassThrough(encoded(backend.name, reply["error"], ctx))
+        result = reply.get("result")
+        if not isinstance(result, dict):  # every MCP result is an object; anything else is garbage
+            raise bad_reply(backend.name, ctx, f"{method} result is not an object")
+        return result
 
 
 def encoded(backend: str, value: Any, ctx: RequestContext) -> orjson.Fragment:

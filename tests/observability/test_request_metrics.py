@@ -93,12 +93,50 @@ async def test_known_traffic_moves_each_metric_by_exactly_its_share(
     assert value(reg, "mcpgw_rate_limited_total", tenant="acme") == 0
     assert value(reg, "mcpgw_auth_failures_total", reason="missing") == 2
     assert value(reg, "mcpgw_auth_failures_total", reason="expired") == 1
-    # tenant views: acme looked its view up 9 times (2 lists, 7 calls), beta twice; one miss each
+    # tenant views: acme looked its view up 10 times (initialize, 2 lists, 7 calls), beta 3 times; one miss each
     assert value(reg, "mcpgw_catalogue_cache_total", result="miss") == 2
-    assert value(reg, "mcpgw_catalogue_cache_total", result="hit") == 9
+    assert value(reg, "mcpgw_catalogue_cache_total", result="hit") == 11
     assert value(reg, "mcpgw_catalogue_refresh_total", backend="calc", outcome="ok") == 1
     assert value(reg, "mcpgw_catalogue_refresh_total", backend="notes", outcome="ok") == 1
     assert value(reg, "mcpgw_inflight_requests") == 0
+
+
+async def test_prompts_resources_and_completions_are_counted_by_method_and_timed_per_backend(
+    gateway: StartGateway, raw_client: Any
+) -> None:
+    config = make_config([stdio_backend("calc"), stdio_backend("clock")], catalogue={"refresh_seconds": 3600})
+    running = await gateway(config)
+    acme: RawClient = raw_client(running.url, make_token("acme"))
+    await acme.initialize()
+    await acme.call("prompts/list")
+    await acme.call("resources/templates/list")
+    assert "result" in await acme.call("prompts/get", {"name": "calc__explain", "arguments": {"expression": "1"}})
+    assert "result" in await acme.call("resources/read", {"uri": "calc+calc://squares/2"})
+    assert "result" in await acme.call("resources/read", {"uri": "clock+clock://zones"})
+    assert "error" in await acme.call("resources/read", {"uri": "calc+calc://squares/0"})  # the backend's error
+    assert "error" in await acme.call("resources/read", {"uri": "nobody+x://1"})
+    done = await acme.call("completion/complete", {"ref": {"type": "ref/prompt", "name": "clock__plan_meeting"},
+                                                   "argument": {"name": "zones", "value": "Eur"}})
+    assert done["result"]["completion"]["values"]
+    reg = registry_of(running.app)
+
+    def requests(method: str, outcome: str) -> float:
+        return value(reg, "mcpgw_requests_total", method=method, tenant="acme", outcome=outcome)
+
+    def upstream(backend: str, method: str) -> float:
+        return value(reg, "mcpgw_upstream_request_duration_seconds_count", backend=backend, method=method)
+
+    assert requests("prompts/list", "ok") == requests("resources/templates/list", "ok") == 1
+    assert requests("prompts/get", "ok") == requests("completion/complete", "ok") == 1
+    assert requests("resources/read", "ok") == 2
+    assert requests("resources/read", "backend_error") == 1
+    assert requests("resources/read", "not_found") == 1
+    assert upstream("calc", "prompts/get") == 1
+    assert upstream("calc", "resources/read") == 2 and upstream("clock", "resources/read") == 1
+    assert upstream("clock", "completion/complete") == 1
+    for backend in ("calc", "clock"):  # the refresher's lists are timed too
+        assert upstream(backend, "prompts/list") == upstream(backend, "resources/list") == 1
+        assert upstream(backend, "resources/templates/list") == 1
 
 
 async def test_a_scrape_shows_the_same_numbers_and_the_live_gauges(
