@@ -1,5 +1,7 @@
 """`python -m bench.instructions`: CPU instructions per tools/call, gateway vs the stub backend.
 
+`--op read` and `--op prompt` measure resources/read and prompts/get the same way.
+
 Timings on a shared 2-core VM swing by 2x from one minute to the next, which hides any
 change smaller than that. Instructions counted by valgrind's callgrind do not: the same
 code and load give the same count to a fraction of a percent, whatever else the machine
@@ -23,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.harness import Backend, gateway_config, start_gateway, start_stub
-from bench.loadgen import LoadSpec, run_load
+from bench.loadgen import ClientProfile, LoadSpec, run_load
 from bench.procs import Managed, ProcessSet
 from bench.scenarios import echo_profile
+from bench.stub_backend import PROMPT_NAME, RESOURCE_PREFIX
 
 TOOLS = 10
 CONCURRENCY = 4
@@ -34,11 +37,15 @@ WARMUP_CALLS = 300
 STARTUP_TIMEOUT = 300.0
 """Python under valgrind starts tens of times slower than without."""
 REQUIRED = ("valgrind", "callgrind_control")
+METHODS = {"echo": "tools/call", "read": "resources/read", "prompt": "prompts/get"}
+"""The --op choices and the method each measures."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1000, help="measured tools/call requests per process")
+    parser.add_argument("--calls", type=int, default=1000, help="measured requests per process")
+    parser.add_argument("--op", choices=[*METHODS], default="echo",
+                        help="echo: tools/call (the default yardstick); read: resources/read; prompt: prompts/get")
     args = parser.parse_args(argv)
     missing = [tool for tool in REQUIRED if shutil.which(tool) is None]
     if missing:
@@ -50,40 +57,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="mcpgw-instructions-"))
     try:
         with ProcessSet(workdir) as procs:
-            direct = measure_stub(procs, workdir, args.calls)
-            gateway = measure_gateway(procs, workdir, args.calls)
+            direct = measure_stub(procs, workdir, args.calls, args.op)
+            gateway = measure_gateway(procs, workdir, args.calls, args.op)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"instructions per tools/call ({args.calls} calls, concurrency {CONCURRENCY}):")
+    print(f"instructions per {METHODS[args.op]} ({args.calls} calls, concurrency {CONCURRENCY}):")
     print(f"  direct to the stub   {direct:>12,.0f}")
     print(f"  through the gateway  {gateway:>12,.0f}  ({gateway / direct:.2f}x the stub's)")
     return 0
 
 
-def measure_stub(procs: ProcessSet, workdir: Path, calls: int) -> float:
+def measure_stub(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo") -> float:
     stub = start_stub(procs, tools=TOOLS, name="stub", wrapper=_callgrind(workdir / "stub.out"))
     backend = stub.backends[0]
-    return _count(stub.managed, workdir / "stub.out", backend.url, backend, calls, via_gateway=False)
+    return _count(stub.managed, workdir / "stub.out", backend.url, backend, calls, op, via_gateway=False)
 
 
-def measure_gateway(procs: ProcessSet, workdir: Path, calls: int) -> float:
+def measure_gateway(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo") -> float:
     backend = start_stub(procs, tools=TOOLS, name="stub").backends[0]
     gateway = start_gateway(procs, gateway_config([backend]), timeout=STARTUP_TIMEOUT,
                             wrapper=_callgrind(workdir / "gateway.out"))
-    return _count(gateway.managed, workdir / "gateway.out", gateway.url, backend, calls, via_gateway=True)
+    return _count(gateway.managed, workdir / "gateway.out", gateway.url, backend, calls, op, via_gateway=True)
+
+
+def profile(op: str, backend: Backend, *, via_gateway: bool) -> ClientProfile:
+    """What each client asks for: echo tools, a URI prefix to read under, or the stub's prompt."""
+    if op == "read":
+        return ClientProfile(None, (f"{backend.name}+{RESOURCE_PREFIX}" if via_gateway else RESOURCE_PREFIX,))
+    if op == "prompt":
+        return ClientProfile(None, (backend.exposed(PROMPT_NAME) if via_gateway else PROMPT_NAME,))
+    return echo_profile(backend, via_gateway=via_gateway)
 
 
 def _callgrind(out: Path) -> list[str]:
     return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
 
 
-def _count(managed: Managed, out: Path, url: str, backend: Backend, calls: int, *, via_gateway: bool) -> float:
+def _count(managed: Managed, out: Path, url: str, backend: Backend, calls: int, op: str, *,
+           via_gateway: bool) -> float:
     """Instructions the process spent per call of `calls` measured ones (every reply checked)."""
-    profile = echo_profile(backend, via_gateway=via_gateway)
-    run_load(LoadSpec(url=url, op="echo", requests=WARMUP_CALLS, concurrency=CONCURRENCY, profiles=(profile,),
+    profiles = (profile(op, backend, via_gateway=via_gateway),)
+    run_load(LoadSpec(url=url, op=op, requests=WARMUP_CALLS, concurrency=CONCURRENCY, profiles=profiles,
                       timeout=120))
     _control("-i", "on", managed)
-    result = run_load(LoadSpec(url=url, op="echo", requests=calls, concurrency=CONCURRENCY, profiles=(profile,),
+    result = run_load(LoadSpec(url=url, op=op, requests=calls, concurrency=CONCURRENCY, profiles=profiles,
                                warmup=0, timeout=120))
     _control("-i", "off", managed)
     _control("-d", None, managed)

@@ -35,7 +35,8 @@ PROTOCOL_VERSION = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 MAX_ERROR_SAMPLES = 5
 BARRIER_TIMEOUT = 60.0
-OPS = ("echo", "add", "list")
+OPS = ("echo", "add", "list", "read", "prompt")
+"""tools/call of the echo or add tools, a full tools/list, resources/read, prompts/get."""
 
 
 class CheckFailed(Exception):
@@ -44,7 +45,8 @@ class CheckFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ClientProfile:
-    """What one VU sends: its token (None: no Authorization) and the tools it calls in turn."""
+    """What one VU sends: its token (None: no Authorization) and the tools it calls in turn (for
+    `read`: the URI prefixes it reads under; for `prompt`: the prompts it gets)."""
 
     token: str | None = None
     tools: tuple[str, ...] = ("echo_0",)
@@ -300,12 +302,28 @@ class VirtualUser:
             return
         tool = self.profile.tools[index % len(self.profile.tools)]
         message_id = next(self.ids)
+        if self.spec.op in ("read", "prompt"):
+            await self._read_or_prompt(tool, message_id, f"{self.nonce}-{index}-{message_id}")
+            return
         if self.spec.op == "echo":
             arguments: dict[str, Any] = {"value": f"{self.nonce}-{index}-{message_id}", "n": index}
         else:
             arguments = {"a": index, "b": 0.25}  # a + b is exact in binary floating point
         reply, _ = await self._post(_request(message_id, "tools/call", {"name": tool, "arguments": arguments}))
         _check_call(self.spec.op, _expect_result(reply, message_id), arguments)
+
+    async def _read_or_prompt(self, target: str, message_id: int, value: str) -> None:
+        """resources/read of `<target><value>`, or prompts/get of `target`: either answers with `value`."""
+        if self.spec.op == "read":
+            reply, _ = await self._post(_request(message_id, "resources/read", {"uri": target + value}))
+            content = _expect_result(reply, message_id)["contents"][0]
+            if content != {"uri": target + value, "mimeType": "text/plain", "text": value}:
+                raise CheckFailed(f"resources/read gave {content}")
+            return
+        params = {"name": target, "arguments": {"value": value}}
+        reply, _ = await self._post(_request(message_id, "prompts/get", params))
+        if _expect_result(reply, message_id)["messages"][0]["content"].get("text") != value:
+            raise CheckFailed("prompts/get text differs from the value")
 
     async def _list_all(self) -> None:
         names: list[str] = []

@@ -3,7 +3,9 @@
 Answers with canned JSON (never SSE): `initialize` issues an `Mcp-Session-Id`,
 notifications get 202, `tools/list` serves pre-encoded pages of `--tools N` echo tools
 named `<prefix>_<i>`, and `tools/call` echoes its arguments back as text content and as
-`structuredContent`. It uses aiohttp's low-level server (no router, no middlewares) on
+`structuredContent`. One prompt, `echo`, answers `prompts/get` with its `value` argument as
+the message text, and `resources/read` of `echo://r/<text>` (the template `echo://r/{text}`)
+answers with `<text>`. It uses aiohttp's low-level server (no router, no middlewares) on
 uvloop, so the backend costs as little as possible and the numbers show the gateway.
 
 `--backends K` serves K independent backends from one process, at `/b0/mcp` ... and
@@ -104,11 +106,37 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
     return web.Response(body=body, status=status, content_type=JSON, headers=headers)
 
 
+RESOURCE_PREFIX = "echo://r/"
+PROMPT_NAME = "echo"
+LISTS = {
+    "prompts/list": orjson.dumps({"prompts": [{"name": PROMPT_NAME, "description": "Echoes its value argument.",
+                                               "arguments": [{"name": "value", "required": True}]}]}),
+    "resources/list": orjson.dumps({"resources": [{"uri": f"{RESOURCE_PREFIX}hello", "name": "hello",
+                                                   "mimeType": "text/plain"}]}),
+    "resources/templates/list": orjson.dumps({"resourceTemplates": [
+        {"uriTemplate": RESOURCE_PREFIX + "{text}", "name": "echo", "mimeType": "text/plain"}]}),
+}
+
+
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
     requested = params.get("protocolVersion")
     return {"protocolVersion": requested if requested in PROTOCOL_VERSIONS else LATEST_VERSION,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"tools": {"listChanged": False}, "prompts": {"listChanged": False},
+                             "resources": {"listChanged": False}},
             "serverInfo": {"name": "bench-stub", "version": "1.0.0"}}
+
+
+def read_result(uri: Any) -> dict[str, Any] | None:
+    if not isinstance(uri, str) or not uri.startswith(RESOURCE_PREFIX):
+        return None
+    return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": uri[len(RESOURCE_PREFIX):]}]}
+
+
+def prompt_result(params: dict[str, Any]) -> dict[str, Any] | None:
+    arguments = params.get("arguments")
+    if params.get("name") != PROMPT_NAME or not isinstance(arguments, dict):
+        return None
+    return {"messages": [{"role": "user", "content": {"type": "text", "text": str(arguments.get("value"))}}]}
 
 
 def echo_result(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +184,20 @@ class StubServer:
             return _json(_encoded_reply(message_id, page) if page else _error(message_id, -32602, "Invalid cursor"))
         if method == "ping":
             return _json(_reply(message_id, {}))
-        return _json(_error(message_id, -32601, f"Method not found: {method}"))
+        return _json(self._other(message_id, method, params))
+
+    @staticmethod
+    def _other(message_id: Any, method: str, params: dict[str, Any]) -> bytes:
+        """Prompts and resources: their lists, one prompt and one resource template."""
+        if method in LISTS:
+            return _encoded_reply(message_id, LISTS[method])
+        if method == "resources/read":
+            result = read_result(params.get("uri"))
+            return _reply(message_id, result) if result else _error(message_id, -32602, "Unknown resource")
+        if method == "prompts/get":
+            result = prompt_result(params)
+            return _reply(message_id, result) if result else _error(message_id, -32602, "Unknown prompt")
+        return _error(message_id, -32601, f"Method not found: {method}")
 
     @staticmethod
     def _call(backend: StubBackend, message_id: Any, params: dict[str, Any]) -> bytes:
