@@ -24,6 +24,9 @@ from gateway.errors import InvalidParams
 
 Globs = tuple[tuple[str, ...], tuple[str, ...]]  # (allow, deny)
 
+MAX_TEMPLATED_URI = 2048
+"""Longer URIs are not matched against templates (a bound on regex work per read)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -108,6 +111,8 @@ def _prefixed(catalogue: Catalogue, uri: str) -> Route | None:
 def _templated(catalogue: Catalogue, templates: ListingView, uri: str) -> Route | None:
     """Unprefixed backends' URIs carry no namespace: a template of theirs that matches names the owner."""
     unprefixed = {b for b, ns in catalogue.order if not ns}
+    if len(uri) > MAX_TEMPLATED_URI or not unprefixed:
+        return None
     for entry in templates.entries:
         if entry.backend in unprefixed and _pattern(entry.exposed).fullmatch(uri):
             return Route(entry.backend, uri)

@@ -47,10 +47,18 @@ def split(uri: str) -> tuple[str, str] | None:
 
 
 def template_pattern(template: str) -> re.Pattern[str]:
-    """A pattern for the URIs an RFC 6570 template expands to: loose, for routing, not validation."""
+    """A pattern for the URIs an RFC 6570 template expands to: loose, for routing, not validation.
+
+    Expressions with no literal between them match as one run of anything, so a pattern never
+    holds two wildcards side by side (whose backtracking would grow with the square of the URI).
+    """
     parts, end = [], 0
     for match in _EXPRESSION.finditer(template):
-        parts += [re.escape(template[end:match.start()]), _EXPANSIONS[match.group(1)]]
+        literal = template[end:match.start()]
+        if not literal and parts and end:  # follows another expression directly
+            parts[-1] = ".*"
+        else:
+            parts += [re.escape(literal), _EXPANSIONS[match.group(1)]]
         end = match.end()
     parts.append(re.escape(template[end:]))
     return re.compile("".join(parts), re.DOTALL)

@@ -106,6 +106,7 @@ def test_an_invisible_prompt_looks_like_an_unknown_one() -> None:
     ("file:///etc/motd", Route("files", "file:///etc/motd")),  # listed, unprefixed
     ("file:///home/ann/docs/a.txt", Route("files", "file:///home/ann/docs/a.txt")),  # an unprefixed template
     ("file:///var/log/syslog", None),  # unprefixed and neither listed nor templated
+    ("file:///home/ann/" + "x" * 3000, None),  # too long to match against templates
     ("calc+calc://x", None),  # calc declared no resources
     ("nobody+x://1", None),
     ("+x://1", None),

@@ -50,6 +50,13 @@ def test_a_template_pattern_matches_what_the_template_expands_to(template: str, 
     assert bool(template_pattern(template).fullmatch(uri)) is matches
 
 
+def test_adjacent_expressions_match_as_one_run_so_a_long_uri_fails_fast() -> None:
+    pattern = template_pattern("x://{+a}{+b}{+c}/end")
+    assert pattern.pattern == "x://.*/end"
+    assert pattern.fullmatch("x://a/b/c/end")
+    assert not pattern.fullmatch("x://" + "a" * 100_000)
+
+
 def test_a_prefixed_template_expands_to_a_uri_that_splits_back() -> None:
     template = gateway_uri("files", "{+base}/x")  # a template that starts with an expression
     expanded = template.replace("{+base}", "file:///home")
