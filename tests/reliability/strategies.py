@@ -7,8 +7,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 METHODS = ("initialize", "ping", "tools/list", "tools/call", "notifications/initialized", "notifications/cancelled",
-           "resources/list", "prompts/get", "logging/setLevel", "")
-TOOL_NAMES = ("echo__echo", "echo__strict", "echo__nope", "other__echo", "", "echo__", "__echo")
+           "resources/list", "prompts/get", "logging/setLevel", "", "prompts/list", "resources/read",
+           "resources/templates/list", "completion/complete")
+TOOL_NAMES = ("echo__echo", "echo__strict", "echo__nope", "other__echo", "", "echo__", "__echo", "echo__p")
+URIS = ("echo+r://1", "echo+r://{x}", "echo+", "+r://1", "r://1", "echo+r://" + "{+a}" * 50, "other+r://1")
 
 # What orjson can hand us: no NaN or infinity, integers within 64 bits (bigger ones arrive as floats).
 scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1)
@@ -38,6 +40,11 @@ call_params = st.fixed_dictionaries(
         "arguments": json_values | deep_values | st.dictionaries(st.text(max_size=5), json_values | deep_values),
         "_meta": json_values | st.fixed_dictionaries({"progressToken": json_values}),
         "cursor": json_values,
+        "uri": st.sampled_from(URIS) | json_values | big_strings,
+        "ref": json_values | st.fixed_dictionaries({"type": st.sampled_from(("ref/prompt", "ref/resource"))},
+                                                   optional={"name": st.sampled_from(TOOL_NAMES) | json_values,
+                                                             "uri": st.sampled_from(URIS) | json_values}),
+        "argument": json_values,
     },
 )
 params = json_values | call_params | deep_values | st.fixed_dictionaries({"cursor": json_values | big_strings})

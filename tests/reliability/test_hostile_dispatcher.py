@@ -26,28 +26,36 @@ from reliability.strategies import any_message
 
 pytestmark = pytest.mark.timeout(300)
 
-KNOWN_CODES = {-32700, -32600, -32601, -32602, -32603, -32000}
+KNOWN_CODES = {-32700, -32600, -32601, -32602, -32603, -32000, -32002}
+LABELLED = {"tools/call", "tools/list", "ping", "initialize", "prompts/get", "resources/read", "completion/complete"}
 TOOLS = [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
     {"name": "strict", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
                                        "required": ["n"], "additionalProperties": False}},
 ]
 
+LISTS: dict[str, JsonObject] = {
+    "tools/list": {"tools": TOOLS}, "prompts/list": {"prompts": [{"name": "p", "arguments": []}]},
+    "resources/list": {"resources": [{"uri": "r://1", "name": "one"}]},
+    "resources/templates/list": {"resourceTemplates": [{"uriTemplate": "r://{x}", "name": "x"}]},
+}
+
 
 class EchoUpstream:
-    """The one backend: two tools; calls echo their arguments, or fail the way backends do."""
+    """The one backend: two tools, a prompt, a resource and a template; requests echo their arguments,
+    or fail the way backends do."""
 
     name = "echo"
 
     async def request(self, method: str, params: JsonObject | None, **_: Any) -> JsonObject:
-        if method == "tools/list":
-            return {"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}}
+        if method in LISTS:
+            return {"jsonrpc": "2.0", "id": 1, "result": LISTS[method]}
         arguments = (params or {}).get("arguments")
         if isinstance(arguments, dict) and "fail" in arguments:
             return {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "backend says no"}}
         return {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "structuredContent": arguments}}
 
-    server_capabilities: JsonObject = {}
+    server_capabilities: JsonObject = {"tools": {}, "prompts": {}, "resources": {}, "completions": {}}
 
     def on_list_changed(self, callback: Any) -> None: ...
 
@@ -91,7 +99,7 @@ def outcome(message: Any, reply: JsonObject | None) -> str:
     if reply is None:
         return "notification"
     method = message.method if message is not None else "invalid"
-    return f"{method if method in ('tools/call', 'tools/list', 'ping', 'initialize') else 'other'}: " + (
+    return f"{method if method in LABELLED else 'other'}: " + (
         str(reply["error"]["code"]) if "error" in reply else "result")
 
 
