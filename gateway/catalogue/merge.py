@@ -53,7 +53,8 @@ class BackendSnapshot:
     """What one backend offered at `fetched_at`; `status` is ok, stale or down.
 
     `lists` holds its prompts, resources and templates by kind name; `offers` the capabilities
-    it declared of `listings.OFFERED`. `version` covers all of it (`combined_version`).
+    it declared of `listings.OFFERED`. `version` covers all of it (`combined_version`), and
+    `versions` each kind's own.
     """
 
     backend: str
@@ -64,6 +65,7 @@ class BackendSnapshot:
     error: str | None = None
     lists: Mapping[str, tuple[Listed, ...]] = field(default_factory=dict)
     offers: frozenset[str] = frozenset()
+    versions: Mapping[str, str] = field(default_factory=dict)  # per kind ("tools" too), to refresh one kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,35 +7,22 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
-from gateway.catalogue.listings import KINDS, OFFERED, Kind, Listed, usable_items
-from gateway.catalogue.merge import (
-    BackendEntries,
-    BackendSnapshot,
-    Catalogue,
-    Tool,
-    VersionHash,
-    combined_version,
-    merge,
-    snapshot_version,
-)
+from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed
+from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, merge
 from gateway.catalogue.states import BackendStates
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
-from gateway.config import BackendConfig, Config, TenantConfig
-from gateway.upstream.base import JsonObject, Upstream, UpstreamError
+from gateway.config import Config, TenantConfig
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
 
 log = structlog.get_logger("gateway.catalogue")
-
-MAX_PAGES = 1000
-"""A backend whose pagination never ends is cut here rather than looping forever."""
 
 FRESH_FRACTION = 0.95
 """A stored snapshot checked less than this share of refresh_seconds ago is used as-is (timers jitter)."""
@@ -47,10 +34,6 @@ MIN_LOCK_SECONDS = 10.0
 """The shortest refresh lock; a fetch outliving its lock only risks one duplicate fetch."""
 
 CatalogueListener = Callable[[Catalogue, Catalogue], Awaitable[None]]
-
-
-class RefreshFailed(Exception):
-    """A backend's tools/list failed; the message is safe to log and show to admins."""
 
 
 class CatalogueService:
@@ -72,7 +55,7 @@ class CatalogueService:
         self.states = BackendStates()  # one log line per backend state change
         self.last_refresh: dict[str, float] = {}
         self._listeners: list[CatalogueListener] = []
-        self._refreshing: dict[tuple[str, bool], asyncio.Task[None]] = {}
+        self._refreshing: dict[tuple[str, bool, frozenset[str] | None], asyncio.Task[None]] = {}
         self._checked_at: dict[str, float] = {}  # when the installed snapshot's refresh started
         self._loop_task: asyncio.Task[None] | None = None
         if metrics is not None:
@@ -118,17 +101,17 @@ class CatalogueService:
     async def refresh_all(self, *, force: bool = True) -> None:
         await asyncio.gather(*(self.refresh(b.name, force=force) for b in self.config.backends))
 
-    async def refresh(self, backend: str, *, force: bool = True) -> None:
-        """Refresh one backend; concurrent asks for the same backend share one fetch.
+    async def refresh(self, backend: str, *, force: bool = True, kinds: frozenset[str] | None = None) -> None:
+        """Refresh one backend (only `kinds` of its lists, when given); concurrent asks share one fetch.
 
         Forced (a change was announced, or an admin asked): ask the backend, unless some
         replica started asking it after this call began. Not forced (the periodic refresh):
         a snapshot any replica checked within refresh_seconds is used as it is.
         """
-        key = (backend, force)
+        key = (backend, force, kinds)
         task = self._refreshing.get(key)
         if task is None:
-            task = asyncio.create_task(self._refresh(backend, force), name=f"refresh-{backend}")
+            task = asyncio.create_task(self._refresh(backend, force, kinds), name=f"refresh-{backend}")
             self._refreshing[key] = task
             task.add_done_callback(lambda _: self._refreshing.pop(key, None))
         await asyncio.shield(task)
@@ -140,14 +123,14 @@ class CatalogueService:
             await self._adopt(record)
 
     def _on_list_changed(self, backend: str) -> Callable[[str], Awaitable[None]]:
-        """Any kind's list_changed re-lists the backend: clients hear only of the kinds that differ."""
+        """A backend's list_changed re-lists that kind of its lists (templates go with resources)."""
         async def changed(method: str) -> None:
             log.info("backend_list_changed", backend=backend, notification=method)
             with contextlib.suppress(Exception):
-                await self.refresh(backend)
+                await self.refresh(backend, kinds=CHANGED_KINDS.get(method))
         return changed
 
-    async def _refresh(self, backend: str, force: bool) -> None:
+    async def _refresh(self, backend: str, force: bool, kinds: frozenset[str] | None = None) -> None:
         """Use a fresh stored snapshot, or take the backend's lock and fetch (one replica at a time)."""
         since = self.clock()
         fresh_since = since if force else since - self.config.catalogue.refresh_seconds * FRESH_FRACTION
@@ -161,7 +144,7 @@ class CatalogueService:
             # Checked again under the lock: its previous holder may have just refreshed this backend.
             if await self._adopt_stored(backend, fresh_since):
                 return
-            await self._fetch_and_save(backend)
+            await self._fetch_and_save(backend, kinds)
         finally:
             await lock.release()
 
@@ -198,14 +181,15 @@ class CatalogueService:
             self.metrics.snapshot_adopted(snapshot)
         await self._install({**self.current.snapshots, backend: snapshot})
 
-    async def _fetch_and_save(self, backend: str) -> None:
+    async def _fetch_and_save(self, backend: str, kinds: frozenset[str] | None = None) -> None:
         config = self.config.backend(backend)
         assert config is not None
         checked_at = self.clock()
         started = time.perf_counter()
         previous = self.current.snapshots.get(backend)
+        lister = BackendLister(self.pool.get(backend), config, clock=self.clock, metrics=self.metrics)
         try:
-            snapshot = await self._fetch(config)
+            snapshot = await lister.snapshot(previous, kinds)
         except RefreshFailed as exc:
             snapshot = self._failed(backend, previous, str(exc))
             log.warning("catalogue_refresh_failed", backend=backend, error=str(exc),
@@ -233,80 +217,6 @@ class CatalogueService:
         fetched_at = previous.fetched_at if previous else 0.0
         return BackendSnapshot(backend, (), "-", fetched_at, status="down", error=error)
 
-    async def _fetch(self, backend: BackendConfig) -> BackendSnapshot:
-        """A backend's tools, then the prompts, resources and templates it declared (all pages)."""
-        upstream = self.pool.get(backend.name)
-        tools, tools_version = await self._fetch_tools(upstream, backend)
-        declared = upstream.server_capabilities  # known now: listing tools did the handshake
-        offers = frozenset(c for c in OFFERED if isinstance(declared.get(c), dict))
-        lists: dict[str, tuple[Listed, ...]] = {}
-        versions: dict[str, str] = {}
-        for kind in KINDS:
-            if kind.capability in offers:
-                items, raws = await self._fetch_kind(upstream, backend, kind)
-                if items:
-                    lists[kind.name], versions[kind.name] = items, snapshot_version(raws)
-        version = combined_version(tools_version, versions, offers)
-        return BackendSnapshot(backend.name, tools, version, self.clock(), lists=lists, offers=offers)
-
-    async def _fetch_kind(self, upstream: Upstream, backend: BackendConfig,
-                          kind: Kind) -> tuple[tuple[Listed, ...], list[Any]]:
-        """Every page of one kind's list; a backend that answers it with an error offers none."""
-        items: list[Listed] = []
-        raws: list[Any] = []
-        cursor: Any = None
-        seen_cursors: set[str] = set()
-        for _ in range(MAX_PAGES):
-            result = await self._list_page(upstream, backend, kind.list_method, cursor)
-            if result is None or not isinstance(result.get(kind.result_key), list):
-                log.warning("backend_list_refused", backend=backend.name, method=kind.list_method)
-                return (), []
-            kept, kept_raw = usable_items(kind, result[kind.result_key])
-            items += kept
-            raws += kept_raw
-            cursor = result.get("nextCursor")
-            if not isinstance(cursor, str) or not cursor or cursor in seen_cursors:
-                break
-            seen_cursors.add(cursor)
-        return tuple(items), raws
-
-    async def _list_page(self, upstream: Upstream, backend: BackendConfig, method: str,
-                         cursor: Any) -> JsonObject | None:
-        """One page's result (None for a JSON-RPC error); a failed exchange fails the refresh."""
-        params = {"cursor": cursor} if cursor is not None else None
-        started = time.perf_counter()
-        try:
-            reply = await upstream.request(method, params, timeout=backend.timeout_seconds)
-        except UpstreamError as exc:
-            raise RefreshFailed(f"{method} failed: {exc.reason} ({exc})") from exc  # e.g. why a child exited
-        finally:
-            if self.metrics is not None:
-                self.metrics.upstream_done(backend.name, method, time.perf_counter() - started)
-        result = reply.get("result")
-        return result if isinstance(result, dict) else None
-
-    async def _fetch_tools(self, upstream: Upstream, backend: BackendConfig) -> tuple[tuple[Tool, ...], str]:
-        """Drain every page of a backend's tools/list: its tools and their snapshot version."""
-        tools: list[Tool] = []
-        version = VersionHash()
-        cursor: Any = None
-        seen_cursors: set[str] = set()
-        for _ in range(MAX_PAGES):
-            page, cursor = await self._fetch_page(upstream, backend, cursor, version)
-            tools += page
-            if not isinstance(cursor, str) or not cursor or cursor in seen_cursors:
-                break
-            seen_cursors.add(cursor)
-        return tuple(tools), version.hexdigest()
-
-    async def _fetch_page(self, upstream: Upstream, backend: BackendConfig, cursor: Any,
-                          version: VersionHash) -> tuple[list[Tool], Any]:
-        """One page's tools, compacted here so its decoded reply is gone before the next page is asked for."""
-        result = await self._list_page(upstream, backend, "tools/list", cursor)
-        if result is None or not isinstance(result.get("tools"), list):
-            raise RefreshFailed("tools/list returned no tool list")
-        return _usable_tools(backend.name, result["tools"], version), result.get("nextCursor")
-
     async def _install(self, snapshots: dict[str, BackendSnapshot]) -> None:
         old = self.current
         new = merge(self.order, snapshots, self.config.catalogue.separator, self._named)
@@ -326,26 +236,3 @@ class CatalogueService:
 def _same(a: BackendSnapshot, b: BackendSnapshot) -> bool:
     """Equal for the catalogue and admins (the version stands for the tools: no deep compare)."""
     return (a.version, a.status, a.error, a.fetched_at) == (b.version, b.status, b.error, b.fetched_at)
-
-
-def _usable_tools(backend: str, tools: list[Any], version: VersionHash) -> list[Tool]:
-    """The tools a client can use, compacted; each is added to `version`, the others are logged."""
-    usable = []
-    for raw in tools:
-        tool = _usable(raw)
-        if tool is None:
-            log.warning("backend_tool_invalid", backend=backend)
-            continue
-        usable.append(tool)
-        version.add(raw)
-    return usable
-
-
-def _usable(raw: Any) -> Tool | None:
-    """An object with a non-empty string name, as a Tool; None for anything else."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
-        return None
-    try:
-        return Tool.from_dict(raw)
-    except TypeError:  # orjson cannot write it (nested deeper than 254): no client could get it from us
-        return None

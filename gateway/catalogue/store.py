@@ -234,7 +234,7 @@ def encode_snapshot(record: StoredSnapshot) -> bytes:
     lists = {kind: [orjson.Fragment(item.json(BY_NAME[kind])) for item in items] for kind, items in s.lists.items()}
     return orjson.dumps({"backend": s.backend, "tools": tools, "version": s.version, "fetched_at": s.fetched_at,
                          "status": s.status, "error": s.error, "checked_at": record.checked_at,
-                         "lists": lists, "offers": sorted(s.offers)})
+                         "lists": lists, "offers": sorted(s.offers), "versions": s.versions})
 
 
 def decode_snapshot(raw: bytes | str) -> StoredSnapshot | None:
@@ -245,7 +245,8 @@ def decode_snapshot(raw: bytes | str) -> StoredSnapshot | None:
         snapshot = BackendSnapshot(backend=data["backend"], tools=tools, version=data["version"],
                                    fetched_at=float(data["fetched_at"]), status=data["status"], error=data["error"],
                                    lists=_decode_lists(data.get("lists", {})),
-                                   offers=frozenset(map(str, data.get("offers", ()))))
+                                   offers=frozenset(map(str, data.get("offers", ()))),
+                                   versions={str(k): str(v) for k, v in data.get("versions", {}).items()})
         return StoredSnapshot(snapshot, float(data["checked_at"]))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         log.warning("catalogue_snapshot_unreadable")

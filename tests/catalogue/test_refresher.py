@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from conftest import http_backend_config, make_config
 
+from gateway.catalogue.fetch import CHANGED_KINDS
 from gateway.catalogue.listings import KINDS
 from gateway.catalogue.merge import snapshot_version
 from gateway.catalogue.refresher import CatalogueService
@@ -156,3 +157,49 @@ async def test_a_change_in_prompts_alone_changes_the_backends_version() -> None:
     answers["prompts/list"] = [{"prompts": [{"name": "a", "description": "now described"}]}]
     after = (await offering(OfferingUpstream({"prompts": {}}, answers))).current.snapshots["b"].version
     assert before != after
+
+
+async def test_a_prompts_list_changed_lists_the_prompts_again_and_nothing_else() -> None:
+    answers: dict[str, list[JsonObject]] = {
+        "tools/list": [{"tools": GOOD}], "prompts/list": [{"prompts": [{"name": "a"}]}],
+        "resources/list": [{"resources": [{"uri": "x://1", "name": "one"}]}],
+        "resources/templates/list": [{"resourceTemplates": []}]}
+    upstream = OfferingUpstream({"prompts": {}, "resources": {}}, answers)
+    service = await offering(upstream)
+    answers["prompts/list"] = [{"prompts": [{"name": "a"}, {"name": "b"}]}]
+    upstream.asked.clear()
+    await service.refresh("b", kinds=CHANGED_KINDS["notifications/prompts/list_changed"])
+    assert [method for method, _ in upstream.asked] == ["prompts/list"]
+    partial = service.current.snapshots["b"]
+    assert [i.key for i in partial.lists["prompts"]] == ["a", "b"]
+    assert [i.key for i in partial.lists["resources"]] == ["x://1"] and len(partial.tools) == 3
+    whole = (await offering(OfferingUpstream({"prompts": {}, "resources": {}}, answers))).current.snapshots["b"]
+    assert partial.version == whole.version  # the same lists make the same version, however they were fetched
+
+
+async def test_a_resources_list_changed_lists_resources_and_templates_again() -> None:
+    answers: dict[str, list[JsonObject]] = {"tools/list": [{"tools": GOOD}], "prompts/list": [{"prompts": []}],
+                                            "resources/list": [{"resources": []}],
+                                            "resources/templates/list": [{"resourceTemplates": []}]}
+    upstream = OfferingUpstream({"prompts": {}, "resources": {}}, answers)
+    service = await offering(upstream)
+    upstream.asked.clear()
+    await service.refresh("b", kinds=CHANGED_KINDS["notifications/resources/list_changed"])
+    assert sorted(method for method, _ in upstream.asked) == ["resources/list", "resources/templates/list"]
+    upstream.asked.clear()
+    await service.refresh("b", kinds=CHANGED_KINDS["notifications/tools/list_changed"])
+    assert [method for method, _ in upstream.asked] == ["tools/list"]
+
+
+async def test_a_one_kind_refresh_after_a_failed_one_lists_everything() -> None:
+    answers: dict[str, list[JsonObject]] = {"tools/list": [{"tools": GOOD}], "prompts/list": [{"prompts": []}]}
+    upstream = OfferingUpstream({"prompts": {}}, answers)
+    service = await offering(upstream)
+    del answers["tools/list"]  # tools/list now fails: the snapshot goes stale
+    await service.refresh("b")
+    assert service.current.snapshots["b"].status == "stale"
+    answers["tools/list"] = [{"tools": GOOD[:1]}]
+    upstream.asked.clear()
+    await service.refresh("b", kinds=CHANGED_KINDS["notifications/prompts/list_changed"])
+    assert [method for method, _ in upstream.asked] == ["tools/list", "prompts/list"]
+    assert service.current.snapshots["b"].status == "ok" and len(service.current.snapshots["b"].tools) == 1

@@ -30,13 +30,13 @@ async def test_a_dying_backend_goes_stale_then_down_then_up_again(
         running = await gateway(config)
         catalogue, reg = running.app[keys.CATALOGUE], registry_of(running.app)
         assert value(reg, "mcpgw_backend_up", backend="notes") == 1
-        assert value(reg, "mcpgw_catalogue_tools", backend="notes") == 5
+        assert value(reg, "mcpgw_catalogue_tools", backend="notes") == 6
 
         await notes.stop()
         await catalogue.refresh("notes")  # fails: the last tools are kept, stale
         assert value(reg, "mcpgw_backend_up", backend="notes") == 0
         assert value(reg, "mcpgw_catalogue_refresh_total", backend="notes", outcome="error") == 1
-        assert value(reg, "mcpgw_catalogue_tools", backend="notes") == 5  # still served
+        assert value(reg, "mcpgw_catalogue_tools", backend="notes") == 6  # still served
         await catalogue.refresh("notes")  # still stale: no second line
 
         await notes.start()

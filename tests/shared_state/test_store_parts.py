@@ -149,6 +149,7 @@ def test_a_snapshot_record_keeps_its_tools_as_plain_json_objects() -> None:
     assert orjson.loads(encode_snapshot(stored())) == {
         "backend": "calc", "tools": list(TOOLS), "version": snapshot_version(TOOLS), "fetched_at": 100.0,
         "status": "stale", "error": "timeout", "checked_at": 99.5, "lists": {}, "offers": [],
+        "versions": {},
     }
 
 
@@ -156,7 +157,8 @@ def test_a_record_keeps_prompts_resources_templates_and_offers() -> None:
     lists = {"prompts": (Listed.from_dict(PROMPTS, {"name": "p", "arguments": []}),),
              "templates": (Listed.from_dict(TEMPLATES, {"uriTemplate": "x://{y}", "name": "t"}),)}
     record = stored()
-    snapshot = replace(record.snapshot, lists=lists, offers=frozenset({"prompts", "resources"}))
+    snapshot = replace(record.snapshot, lists=lists, offers=frozenset({"prompts", "resources"}),
+                       versions={"tools": "t1", "prompts": "p1", "templates": "x1"})
     encoded = encode_snapshot(StoredSnapshot(snapshot, 99.5))
     assert decode_snapshot(encoded) == StoredSnapshot(snapshot, 99.5)
     assert orjson.loads(encoded)["lists"] == {"prompts": [{"name": "p", "arguments": []}],
@@ -165,7 +167,7 @@ def test_a_record_keeps_prompts_resources_templates_and_offers() -> None:
 
 def test_a_record_written_before_prompts_and_resources_reads_as_having_none() -> None:
     record = orjson.loads(encode_snapshot(stored()))
-    del record["lists"], record["offers"]
+    del record["lists"], record["offers"], record["versions"]
     assert decode_snapshot(orjson.dumps(record)) == stored()
 
 
