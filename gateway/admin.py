@@ -28,7 +28,7 @@ async def _require_admin(request: web.Request) -> None:
 
 
 async def backends(request: web.Request) -> web.Response:
-    """Each backend's catalogue status, collisions and renames."""
+    """Each backend's catalogue status, what it offers, collisions and renames."""
     await _require_admin(request)
     catalogue = request.app[keys.CATALOGUE]
     current = catalogue.current
@@ -41,6 +41,9 @@ async def backends(request: web.Request) -> web.Response:
             "namespace": backend.namespace,
             "status": snapshot.status if snapshot else "pending",
             "tools": sum(1 for e in current.entries if e.backend == backend.name),
+            **{name: sum(1 for e in listing.entries if e.backend == backend.name)
+               for name, listing in current.listings.items()},  # prompts, resources, templates
+            "offers": sorted(snapshot.offers) if snapshot else [],
             "version": snapshot.version if snapshot else None,
             "fetched_at": snapshot.fetched_at if snapshot else None,
             "last_refresh": catalogue.last_refresh.get(backend.name),
@@ -48,6 +51,9 @@ async def backends(request: web.Request) -> web.Response:
             "circuit": catalogue.circuit_state(backend.name),
             "collisions": [{"tool": c.exposed, "winner": c.winner} for c in current.collisions
                            if c.loser == backend.name],
+            "listing_collisions": [{"kind": name, "key": key, "winner": winner}
+                                   for name, listing in current.listings.items()
+                                   for key, winner, loser in listing.collisions if loser == backend.name],
             "renamed": [{"original": o, "exposed": x} for b, o, x in current.renamed if b == backend.name],
         })
     return web.json_response({"catalogue_version": current.version, "backends": rows})

@@ -224,6 +224,11 @@ class CatalogueService:
             if collision not in old.collisions:
                 log.warning("tool_name_collision", tool=collision.exposed, winner=collision.winner,
                             excluded=collision.loser)
+        for kind, listing in new.listings.items():
+            before = old.listings.get(kind)
+            for key, winner, loser in listing.collisions:
+                if before is None or (key, winner, loser) not in before.collisions:
+                    log.warning("listing_collision", kind=kind, key=key, winner=winner, excluded=loser)
         self.current = new
         if new.version != old.version:
             for listener in self._listeners:
