@@ -147,6 +147,21 @@ async def test_the_sdk_client_initializes_lists_and_calls_tools(tmp_path: Path) 
     assert progress == [1, 2, 3]
 
 
+async def test_the_sdk_client_gets_prompts_and_reads_resources_over_stdio(tmp_path: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=_command(gateway_config(tmp_path, port=0))[1:],
+                                   env={"MCP_GATEWAY_TOKEN": API_KEY, "PATH": os.environ.get("PATH", "")},
+                                   cwd=str(REPO_ROOT))
+    async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
+        assert client.server_capabilities.prompts is not None and client.server_capabilities.resources is not None
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["calc__explain"]
+        prompt = await client.get_prompt("calc__explain", {"expression": "1 + 1"})
+        assert "1 + 1" in prompt.messages[0].content.text  # type: ignore[union-attr]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["calc+calc://squares/{count}"]
+        read = await client.read_resource("calc+calc://squares/3")
+    assert read.contents[0].uri == "calc+calc://squares/3" and read.contents[0].blob == "AAEE"  # type: ignore[union-attr]
+
+
 def test_eof_ends_the_process_cleanly_and_stdout_holds_only_json_rpc(stdio_gateway: Any) -> None:
     gateway = stdio_gateway()
     assert gateway.handshake()["result"]["capabilities"]["tools"]["listChanged"] is True
