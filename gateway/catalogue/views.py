@@ -30,7 +30,8 @@ def visible(entry: ToolEntry, tenant: TenantConfig) -> bool:
 
 
 class TenantView:
-    """The tools one tenant sees in one catalogue version.
+    """The tools one tenant sees in one catalogue version (and, built on first use, its prompts,
+    resources and templates: `listing`).
 
     Pages of `tools/list` are encoded to JSON bytes once, here, and served as-is.
     Cursors name this view, so a cursor from another tenant or another version is refused.
@@ -125,9 +126,9 @@ class ViewCache:
     def changes(self, old: Catalogue, new: Catalogue, tenants: Sequence[TenantConfig]) -> dict[str, list[str]]:
         """For each list_changed notification, the tenants whose view of that kind differs (none: absent)."""
         changed = {spec.TOOLS_LIST_CHANGED: self.tenants_changed(old, new, tenants)}
+        policies = [(t.name, Policy.of(t)) for t in tenants]
         for kind in KINDS:
             differing = _differing_items(old.listings.get(kind.name), new.listings.get(kind.name))
-            policies = [(t.name, Policy.of(t)) for t in tenants]
             hit = [name for name, policy in policies
                    if any(policy.permits(kind.capability, e.backend, e.exposed) for e in differing)]
             changed[kind.list_changed] = sorted({*changed.get(kind.list_changed, ()), *hit})
