@@ -94,6 +94,7 @@ SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 LIST_CHANGED_ORDER: Final = (TOOLS_LIST_CHANGED, PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED)
 """A server's list of tools, prompts or resources changed; re-list."""
 LIST_CHANGED: Final = frozenset(LIST_CHANGED_ORDER)
+"""The same notifications, for membership tests."""
 
 KNOWN_METHODS: Final = frozenset({
     INITIALIZE, PING, TOOLS_LIST, TOOLS_CALL, PROMPTS_LIST, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ,
