@@ -73,9 +73,9 @@ async def test_a_batch_of_notifications_only_gets_202(client: RawClient) -> None
 
 
 async def test_an_unknown_method_is_method_not_found_and_echoes_the_id(session: RawClient) -> None:
-    body = await session.call("resources/list")
+    body = await session.call("no/such-method")
     assert body["id"] == session.next_id
-    assert body["error"] == {"code": -32601, "message": "Method not found: resources/list"}
+    assert body["error"] == {"code": -32601, "message": "Method not found: no/such-method"}
 
 
 async def test_tools_call_without_a_name_is_invalid_params(session: RawClient) -> None:
