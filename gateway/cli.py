@@ -131,7 +131,7 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
             await service.refresh_all()
         finally:
             await core.pool.close()
-        tenant = config.tenants.get(args.tenant or "") or TenantConfig(name="")  # no tenant: the whole catalogue
+        tenant = config.tenants.get(args.tenant or "") or TenantConfig(name="", backends=("*",))  # no tenant: all
         view = service.view(tenant)
         for entry in view.entries:
             print(f"{entry.exposed}\t{entry.backend}\t{_summary(entry.decoded())}")

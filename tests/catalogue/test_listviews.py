@@ -42,7 +42,7 @@ def world(**changes: BackendSnapshot) -> Catalogue:
 
 
 def tenant(name: str = "acme", **rules: tuple[str, ...]) -> TenantConfig:
-    return TenantConfig(name=name, **rules)  # type: ignore[arg-type]
+    return TenantConfig(name=name, **{"backends": ("*",), **rules})  # type: ignore[arg-type]
 
 
 def view(t: TenantConfig | None = None, catalogue: Catalogue | None = None, page_size: int = 100) -> TenantView:

@@ -25,7 +25,8 @@ FREE_FORM = {"env", "headers", "backend_headers"}
 """Mappings of names to values: their keys are the operator's, not config keys."""
 NAMED = {"tenants"}
 """Mappings of names to entries: every entry has the same keys."""
-ALIASES = {"tools_allow": "tools.allow", "tools_deny": "tools.deny"}
+ALIASES = {f"{kind}_{rule}": f"{kind}.{rule}"
+           for kind in ("tools", "prompts", "resources") for rule in ("allow", "deny")}
 """Fields read from a nested key."""
 NOT_KEYS = {"tenants.*.name"}
 """Fields filled from elsewhere (a tenant's name is its key in `tenants`)."""

@@ -23,7 +23,7 @@ GAMMA = {"backends": ["catalog"]}
 
 
 def world_config(backends: list[dict[str, Any]]) -> Any:
-    tenants = {"alpha": ALPHA, "beta": BETA, "acme": {}}
+    tenants = {"alpha": ALPHA, "beta": BETA, "acme": {"backends": ["*"]}}
     if any(b["name"] == "catalog" for b in backends):
         tenants["gamma"] = GAMMA
     return make_config(backends, tenants=tenants, catalogue={"page_size": 1})

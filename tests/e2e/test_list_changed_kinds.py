@@ -14,7 +14,8 @@ from shared_state.helpers import GetStream
 pytestmark = pytest.mark.timeout(60)
 
 BACKEND = [sys.executable, str(Path(__file__).with_name("changing_backend.py"))]
-TENANTS = {"acme": {}, "narrow": {"prompts": {"deny": ["*"]}, "resources": {"allow": ["chg+memo://keep/*"]}}}
+TENANTS = {"acme": {"backends": ["*"]},
+           "narrow": {"backends": ["*"], "prompts": {"deny": ["*"]}, "resources": {"allow": ["chg+memo://keep/*"]}}}
 QUIET = 1.0
 
 
