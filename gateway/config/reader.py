@@ -8,9 +8,12 @@ sections; anywhere else null is reported like any value of the wrong kind.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from gateway.config.model import default_of
+
+T = TypeVar("T")
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP token (RFC 9110 §5.1)."""
@@ -154,3 +157,10 @@ class Section:
         unknown = sorted(set(map(str, self.data)) - self.seen)
         if unknown:
             raise ConfigError(f"{self.where(unknown[0])}: unknown key")
+
+
+def read(section: Section, build: Callable[[Section], T]) -> T:
+    """Build a value from a section, then refuse any key the builder did not read."""
+    value = build(section)
+    section.done()
+    return value

@@ -20,21 +20,19 @@ from gateway.config.model import (
     JwtConfig,
     LoggingConfig,
     MetricsConfig,
-    RateLimitConfig,
     ResourceMetadataConfig,
     ServerConfig,
     StdioBackend,
     StoreConfig,
-    TenantConfig,
     TenantLimits,
     TlsConfig,
     UpstreamConfig,
 )
-from gateway.config.reader import ConfigError, Section, mapping
+from gateway.config.reader import ConfigError, Section, read
 from gateway.config.redis_urls import SCHEMES as STORE_SCHEMES
 from gateway.config.redis_urls import StoreUrlError, check_store_url
+from gateway.config.tenants import limits_section, tenants_section
 
-T = TypeVar("T")
 P = TypeVar("P", int, int | None)
 
 BACKEND_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
@@ -55,14 +53,8 @@ TRANSPORT_KEYS = {"http": ("url", "headers", "max_connections", "identity_header
 """Keys of one transport; a backend of the other accepts and ignores them, as before the types were split."""
 
 
-def read(section: Section, build: Callable[[Section], T]) -> T:
-    value = build(section)
-    section.done()
-    return value
-
-
 def build_config(root: Section) -> Config:
-    limits = read(root.section("limits", TenantLimits), _limits(TenantLimits()))
+    limits = read(root.section("limits", TenantLimits), limits_section(TenantLimits()))
     config = Config(
         server=read(root.section("server", ServerConfig), _server),
         store=read(root.section("store", StoreConfig), _store),
@@ -70,7 +62,7 @@ def build_config(root: Section) -> Config:
         catalogue=read(root.section("catalogue", CatalogueConfig), _catalogue),
         backends=_backends(root),
         upstream=read(root.section("upstream", UpstreamConfig), _upstream),
-        tenants=_tenants(root, limits),
+        tenants=tenants_section(root, limits),
         limits=limits,
         admin=read(root.section("admin", AdminConfig), _admin),
         metrics=read(root.section("metrics", MetricsConfig), _metrics),
@@ -317,61 +309,6 @@ def _circuit(s: Section) -> CircuitConfig:
         window_seconds=s.number("window_seconds", minimum=0.01),
         cooldown_seconds=s.number("cooldown_seconds", minimum=0.01),
     )
-
-
-def _tenants(root: Section, limits: TenantLimits) -> dict[str, TenantConfig]:
-    root.seen.add("tenants")
-    raw = mapping(root.data.get("tenants"), "tenants")
-    return {str(name): read(Section(body, f"tenants.{name}", TenantConfig), _tenant(str(name), limits))
-            for name, body in raw.items()}
-
-
-def _tenant(name: str, limits: TenantLimits) -> Callable[[Section], TenantConfig]:
-    def build(s: Section) -> TenantConfig:
-        globs = {f"{kind}_{rule}": value for kind in ("tools", "prompts", "resources")
-                 for rule, value in _globs(s, kind).items()}
-        return TenantConfig(name=name, backends=s.strings("backends"), **globs,
-                            rate_limit=_rate_limit(s.section("rate_limit", RateLimitConfig)),
-                            backend_headers=_backend_headers(s),
-                            limits=read(s.section("limits", TenantLimits), _limits(limits)))
-
-    return build
-
-
-def _limits(defaults: TenantLimits) -> Callable[[Section], TenantLimits]:
-    """Per-tenant budgets: each key missing here takes its value from `defaults`."""
-
-    def build(s: Section) -> TenantLimits:
-        def integer(key: str) -> int:
-            value = s.optional_integer(key, minimum=1) if key in s.data else getattr(defaults, key)
-            if value is None:
-                raise ConfigError(f"{s.where(key)}: must be an integer >= 1")
-            return int(value)
-
-        return TenantLimits(**{key: integer(key) for key in ("sessions", "streams", "in_flight", "batch_size")})
-
-    return build
-
-
-def _globs(s: Section, kind: str) -> dict[str, tuple[str, ...]]:
-    """A tenant's `{kind: {allow, deny}}` globs."""
-    section = s.section(kind, TenantConfig)
-    globs = {rule: section.strings(rule, field=f"{kind}_{rule}") for rule in ("allow", "deny")}
-    section.done()
-    return globs
-
-
-def _backend_headers(s: Section) -> dict[str, dict[str, str]]:
-    s.seen.add("backend_headers")
-    headers = mapping(s.data.get("backend_headers"), s.where("backend_headers"))
-    return {str(b): Section({str(b): h}, s.where("backend_headers")).header_map(str(b)) for b, h in headers.items()}
-
-
-def _rate_limit(s: Section) -> RateLimitConfig | None:
-    if not s.data:
-        return None
-    return read(s, lambda limit: RateLimitConfig(requests_per_second=limit.number("requests_per_second", minimum=0.001),
-                                                 burst=limit.integer("burst", minimum=1)))
 
 
 def _logging(s: Section) -> LoggingConfig:
