@@ -18,6 +18,7 @@ from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
 from gateway.shared_state import open_shared_state
+from gateway.transport.channel import PendingAsks
 from gateway.transport.errors import error_replies
 from gateway.transport.exchange import Exchange
 from gateway.transport.http import McpEndpoint
@@ -62,8 +63,10 @@ def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIt
         async with open_shared_state(config, metrics=app[keys.METRICS]) as shared:
             core = build_components(config, list_changed=True, store=shared.snapshots,
                                     metrics=app[keys.METRICS])  # the same core serves stdio
+            asks = PendingAsks()  # the gateway's questions to clients; answers may come via another replica
             exchange = Exchange(dispatcher=core.dispatcher, authenticator=core.authenticator,
-                                tenants=config.tenants, rate_limiter=shared.rate_limiter)
+                                tenants=config.tenants, rate_limiter=shared.rate_limiter, asks=asks,
+                                forward_answer=shared.share_answers(asks))
             # A resume this process cannot replay exactly gets every list_changed: the client lists again.
             streams = StreamHub(catch_up=[{"jsonrpc": "2.0", "method": method} for method in spec.LIST_CHANGED_ORDER])
             endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams)

@@ -19,7 +19,8 @@ from gateway.config import Config, RateLimitConfig
 from gateway.ratelimit import Decision, MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from gateway.store.client import create_client
 from gateway.store.events import EventBus
-from gateway.store.health import StoreHealth, cancel_quietly, close_quietly, redacted
+from gateway.store.health import StoreHealth, StoreUnavailable, cancel_quietly, close_quietly, redacted
+from gateway.transport.channel import ForwardAnswer, PendingAsks
 from gateway.transport.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 from gateway.transport.streams import StreamHub
 
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 
 SUBSCRIBE_WAIT_SECONDS = 1.0
 """At start, how long to wait for the event subscription, so no event is missed from the first request."""
+
+CLIENT_ANSWER_EVENT = "client_answer"
+"""Event kind: a client's answer to a gateway request (fields: session, message), for the replica that asked."""
 
 NOT_READY_REASON = "redis unreachable (store.required is true)"
 
@@ -55,6 +59,25 @@ class SharedState:
         self.sessions.on_ended(streams.forget)
         if on_ended is not None:
             self.sessions.on_ended(on_ended)
+
+    def share_answers(self, asks: PendingAsks) -> ForwardAnswer | None:
+        """A client's answer that reaches another replica than the one that asked is published;
+        the replica whose ask waits for it (keyed by session) takes it. None: one process only."""
+        events = self.events
+        if events is None:
+            return None
+
+        async def on_answer(event: dict[str, Any]) -> None:
+            session, message = event.get("session"), event.get("message")
+            if isinstance(session, str) and isinstance(message, dict):
+                asks.answer(session, message)
+
+        async def forward(session: str, message: dict[str, Any]) -> None:
+            with contextlib.suppress(StoreUnavailable):  # then the ask times out, as if unanswered
+                await events.publish(CLIENT_ANSWER_EVENT, session=session, message=message)
+
+        events.on(CLIENT_ANSWER_EVENT, on_answer)
+        return forward
 
     async def readiness(self) -> str | None:
         """For /readyz: with store.required, not ready until Redis first answers, or once it stays down."""

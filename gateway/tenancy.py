@@ -14,6 +14,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """Characters percent-encoded in identity header values."""
 
 
+class ChannelClosed(Exception):
+    """The client cannot be reached on this channel (its stream is gone or was never opened)."""
+
+
 class Channel(Protocol):
     """The way back to the client of a request (`transport.channel.ClientChannel`)."""
 
@@ -21,7 +25,17 @@ class Channel(Protocol):
         """Send the client a notification."""
 
     async def ask(self, method: str, params: dict[str, Any] | None, *, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
-        """Send the client a request and return its response message."""
+        """Send the client a request and return its response message.
+
+        Raises ChannelClosed when the client cannot be reached, TimeoutError when it does not answer.
+        """
+
+
+class ClientSettings(Protocol):
+    """Where what a client chose during its session is kept (its session store, or the stdio client)."""
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        """Remember the client's `logging/setLevel` for its later requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +59,9 @@ class RequestContext:
     session_id: str | None = None
     method: str | None = None
     channel: Channel | None = None  # this request's way back to its client
+    capabilities: frozenset[str] = frozenset()  # relayable flags the client declared (protocol.capabilities)
+    log_level: str | None = None  # the client's logging/setLevel, None until it sets one
+    settings: ClientSettings | None = None  # where a new log level is kept
     # filled in by the dispatcher for the canonical log line and metrics
     tool: str | None = None
     backend: str | None = None

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.transport.http", "gateway.transport.stdio"),  # transport adapters: bytes in and out
     ("gateway.transport",),  # the exchange core and its parts (channels, sessions, streams, request log)
     ("gateway.auth", "gateway.ratelimit"),
-    ("gateway.dispatch",),
+    ("gateway.dispatch", "gateway.relay", "gateway.client_logs"),  # methods; what backends send clients
     ("gateway.tenancy",),  # the request context and the tenant policy the dispatcher applies
     ("gateway.catalogue",),
     ("gateway.upstream",),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from gateway.catalogue.refresher import CatalogueService
+from gateway.client_logs import LevelSetter
 from gateway.config import Config
 from gateway.dispatch.completion import CompletionMethods
 from gateway.dispatch.forward import Forwarder, PassThrough
@@ -62,7 +63,9 @@ class Dispatcher:
             spec.RESOURCES_TEMPLATES_LIST: resources.templates,
             spec.RESOURCES_READ: resources.read,
             spec.COMPLETION_COMPLETE: CompletionMethods(catalogue=catalogue, forwarder=forwarder).complete,
+            spec.LOGGING_SET_LEVEL: self._set_level,
         }
+        self._levels = LevelSetter(config, pool.get)
 
     async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
         """The reply to a request, or None for a notification or a response."""
@@ -109,10 +112,14 @@ class Dispatcher:
                 capabilities[capability] = changed
         if view.offers("completions"):
             capabilities["completions"] = {}
+        capabilities["logging"] = {}  # always served: the gateway keeps each client's level and filters by it
         return capabilities
 
     async def _ping(self, message: Message, ctx: RequestContext) -> JsonObject:
         return {}
+
+    async def _set_level(self, message: Message, ctx: RequestContext) -> JsonObject:
+        return await self._levels(message.params, ctx)
 
 
 def _outcome(exc: GatewayError) -> str:

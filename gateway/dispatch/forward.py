@@ -1,9 +1,10 @@
 """Sending one client request on to the backend that owns it, and taking its reply back.
 
-Every forwarded method (tools/call, prompts/get, resources/read, completion/complete) goes
-through `Forwarder.forward`: the tenant's upstream session and headers, trace context, the
-backend's failures as BackendError, its own JSON-RPC errors passed through unchanged, and the
-upstream latency per backend and method.
+Every forwarded method (tools/call, prompts/get, resources/read, completion/complete) goes through
+`Forwarder.forward`: the tenant's upstream session (by the client's declared capabilities too) and
+headers, trace context, the backend's notifications (log messages filtered by the client's level)
+and questions to the client (relay.py), the backend's failures as BackendError, its own JSON-RPC
+errors passed through unchanged, and the upstream latency per backend and method.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
+from gateway.client_logs import client_notifier
 from gateway.config import Backend, Config
 from gateway.errors import BackendError, FailureReason, InvalidParams
 from gateway.protocol.jsonrpc import JsonObject
+from gateway.relay import ClientRelay
 from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
 from gateway.upstream.pool import UpstreamPool
@@ -51,12 +54,13 @@ class Forwarder:
         One coroutine from here to the upstream: this is every tools/call's path.
         """
         started = time.perf_counter()
+        relay = ClientRelay(ctx, timeout=backend.timeout_seconds, metrics=self.metrics)  # the backend's questions
         try:
             reply = await self.pool.get(backend.name).request(
                 method, params, timeout=backend.timeout_seconds,
-                session_key=ctx.principal.tenant,
+                session_key=ctx.principal.tenant, capabilities=ctx.capabilities,
                 headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
-                on_notification=ctx.channel.notify if ctx.channel is not None else None,
+                on_notification=client_notifier(ctx), on_request=relay,
             )
         except orjson.JSONEncodeError as exc:
             # orjson reads 1024 levels of nesting but writes only 254; the upstream's own encode is
@@ -67,6 +71,8 @@ class Forwarder:
                         error=str(exc), request_id=ctx.request_id)
             raise BackendError(backend.name, exc.reason) from exc
         finally:
+            if relay.asking:  # questions still open are withdrawn before the reply goes out
+                await relay.aclose()
             if self.metrics is not None:
                 self.metrics.upstream_done(backend.name, method, time.perf_counter() - started)
         if "error" in reply:

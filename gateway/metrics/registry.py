@@ -30,6 +30,7 @@ from gateway.config import Config
 from gateway.errors import FailureReason
 from gateway.metrics.batch import Batch, Deferred, Family, Totals
 from gateway.protocol import spec
+from gateway.protocol.capabilities import RELAYED_METHODS
 
 log = structlog.get_logger("gateway.metrics")
 
@@ -47,6 +48,10 @@ BATCH = "batch"
 
 MAX_AUTH_REASONS = 32
 """Auth failure reasons come from code, but a cap keeps a bug from exploding the series."""
+
+CLIENT_REQUEST_OUTCOMES = frozenset({"ok", "error", "undeclared", "timeout", "unreachable"})
+"""How a relayed request ended: the client's result or error; refused as undeclared; no answer in time;
+the client could not be reached."""
 
 SERVER_ERROR_OUTCOMES = frozenset({"error", *FailureReason})
 """Outcomes that are the gateway's or a backend's failure (not the client's, not the tool's)."""
@@ -68,9 +73,12 @@ CATALOGUE_REFRESH = Family("mcpgw_catalogue_refresh_total", "Catalogue refreshes
 CATALOGUE_CACHE = Family("mcpgw_catalogue_cache_total", "Tenant catalogue view lookups.", ("result",))
 RATE_LIMITED = Family("mcpgw_rate_limited_total", "Requests refused by the tenant's rate limit.", ("tenant",))
 AUTH_FAILURES = Family("mcpgw_auth_failures_total", "Requests refused by authentication.", ("reason",))
+CLIENT_REQUESTS = Family("mcpgw_client_requests_total",
+                         "Backend requests (sampling, elicitation, roots) relayed to the client of a call, "
+                         "by outcome.", ("kind", "outcome"))
 INFLIGHT = Family("mcpgw_inflight_requests", "MCP requests being answered now.", (), "gauge", "livesum")
 HOT_FAMILIES = (REQUESTS, REQUEST_DURATION, TOOL_CALLS, TOOL_CALL_DURATION, UPSTREAM_DURATION, CATALOGUE_REFRESH,
-                CATALOGUE_CACHE, RATE_LIMITED, AUTH_FAILURES, INFLIGHT)
+                CATALOGUE_CACHE, RATE_LIMITED, AUTH_FAILURES, CLIENT_REQUESTS, INFLIGHT)
 """The metrics updated per request (or often), batched; the state gauges are on `Metrics`."""
 
 
@@ -202,6 +210,8 @@ class Metrics:
         counts[(CATALOGUE_CACHE, "hit")] += 0
         counts[(CATALOGUE_CACHE, "miss")] += 0
         counts[(INFLIGHT,)] += 0
+        for kind in RELAYED_METHODS:
+            counts[(CLIENT_REQUESTS, kind, "ok")] += 0
         for backend in self.backends:
             self.backend_up.labels(backend).set(0)
             self.circuit_open.labels(backend).set(0)
@@ -244,6 +254,11 @@ class Metrics:
 
     def upstream_done(self, backend: str, method: str, seconds: float) -> None:
         self._batch.observe((UPSTREAM_DURATION, self.backend_label(backend), self.method_label(method)), seconds)
+
+    def client_request(self, method: str, outcome: str) -> None:
+        """A backend's request relayed to a client (or refused): `outcome` is one of CLIENT_REQUEST_OUTCOMES."""
+        kind = method if method in RELAYED_METHODS else OTHER
+        self._batch.counts[(CLIENT_REQUESTS, kind, outcome if outcome in CLIENT_REQUEST_OUTCOMES else OTHER)] += 1
 
     def cache_lookup(self, hit: bool) -> None:
         self._batch.counts[(CATALOGUE_CACHE, "hit" if hit else "miss")] += 1

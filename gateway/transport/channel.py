@@ -10,17 +10,23 @@ answer comes back on (a POST carrying a JSON-RPC response, or a line on stdin).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway.protocol import spec
 from gateway.protocol.jsonrpc import JsonObject, RequestId
+from gateway.tenancy import ChannelClosed
+
+__all__ = ["ASK_ID_PREFIX", "ChannelClosed", "ClientChannel", "ForwardAnswer", "PendingAsks"]
 
 ASK_ID_PREFIX = "mcpgw-"
 """Ids the gateway mints for its own requests to a client, never mistaken for a client's."""
-
-
-class ChannelClosed(Exception):
-    """The client cannot be reached on this channel (its stream is gone or was never opened)."""
+ForwardAnswer = Callable[[str, JsonObject], Awaitable[None]]
+"""Passes a session's answer that no ask of this process waits for to the other replicas."""
+WITHDRAW_SECONDS = 1.0
+"""How long telling a client that an ask is withdrawn may take (a stuck stream must not hold the call)."""
 
 
 class PendingAsks:
@@ -90,5 +96,19 @@ class ClientChannel:
             await self.send(message)
             async with asyncio.timeout(timeout):
                 return await answer
+        except (TimeoutError, asyncio.CancelledError):
+            await self._withdraw(request_id)
+            raise
         finally:
             self.pending.close(self.client, request_id)
+
+    async def _withdraw(self, request_id: str) -> None:
+        """We stopped waiting (timeout, or the call ended): tell the client, so it stops asking its user.
+
+        Sent before the ask ends, so a POST stream still carries it (its response comes after).
+        """
+        cancelled = {"jsonrpc": "2.0", "method": spec.CANCELLED,
+                     "params": {"requestId": request_id, "reason": "the gateway no longer waits for the answer"}}
+        with contextlib.suppress(ChannelClosed, TimeoutError):
+            async with asyncio.timeout(WITHDRAW_SECONDS):
+                await self.send(cancelled)

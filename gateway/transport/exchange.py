@@ -7,7 +7,8 @@ form (an HTTP status, or a JSON-RPC error line). Here, once for both:
   limit and charge its rate limit (one unit per JSON-RPC message: a batch costs what its members would);
 - `handle`: a message or a 2025-03-26 batch, run through the dispatcher. Requests run in the
   in-flight registry, so the client's `notifications/cancelled` stops them (and they get no
-  reply); the client's responses go to the gateway's requests that wait for them;
+  reply); the client's responses go to the gateway's requests that wait for them (on another
+  replica, through `forward_answer`, when the ask is not this process's);
 - the client channel a transport puts in each request's context carries notifications and
   server-to-client requests back to the client (`transport.channel`).
 
@@ -33,7 +34,7 @@ from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.ratelimit import RateLimiter, retry_after_header
 from gateway.tenancy import Principal, RequestContext, resolve_tenant
-from gateway.transport.channel import PendingAsks
+from gateway.transport.channel import ASK_ID_PREFIX, ForwardAnswer, PendingAsks
 from gateway.transport.inflight import CancelledByClient, InFlight
 
 Deliver = Callable[[set[str], JsonObject], object]
@@ -55,7 +56,8 @@ class Exchange:
 
     def __init__(self, *, dispatcher: Dispatcher, authenticator: Authenticator,
                  tenants: Mapping[str, TenantConfig], rate_limiter: RateLimiter | None = None,
-                 inflight: InFlight | None = None, asks: PendingAsks | None = None) -> None:
+                 inflight: InFlight | None = None, asks: PendingAsks | None = None,
+                 forward_answer: ForwardAnswer | None = None) -> None:
         self.dispatcher = dispatcher
         self.authenticator = authenticator
         # Who is asking (401 when nobody we know); `params.token` is stripped from the body. Bound
@@ -63,8 +65,9 @@ class Exchange:
         self.authenticate: Callable[[Credentials, Any], Awaitable[Principal]] = authenticator.authenticate
         self.tenants = tenants
         self.rate_limiter = rate_limiter
-        self.inflight = inflight or InFlight()
-        self.asks = asks or PendingAsks()
+        self.inflight = inflight if inflight is not None else InFlight()  # both have a len: empty is falsy
+        self.asks = asks if asks is not None else PendingAsks()
+        self.forward_answer = forward_answer  # to the other replicas (a session's POSTs may land on any)
         self.busy: dict[str, int] = {}  # requests being answered, per tenant (limits.in_flight)
 
     # ---------------------------------------------------------------- admission
@@ -95,7 +98,7 @@ class Exchange:
         if message.is_request:
             return await self.run_request(message, ctx)
         if message.method is None:  # the client's answer to a request of ours
-            self.asks.answer(ctx.session_id or "", message.raw)
+            await self._answered(message, ctx)
             return None
         if message.method == spec.CANCELLED:
             self._cancel(message, ctx)
@@ -152,6 +155,13 @@ class Exchange:
 
     def release_slot(self, tenant: TenantConfig) -> None:
         self.busy[tenant.name] -= 1
+
+    async def _answered(self, message: Message, ctx: RequestContext) -> None:
+        """Hand the answer to the ask waiting for it: here, or on the replica that asked."""
+        if self.asks.answer(ctx.session_id or "", message.raw) or self.forward_answer is None:
+            return
+        if ctx.session_id and isinstance(message.id, str) and message.id.startswith(ASK_ID_PREFIX):
+            await self.forward_answer(ctx.session_id, message.raw)
 
     def _cancel(self, message: Message, ctx: RequestContext) -> None:
         request_id = (message.params or {}).get("requestId")

@@ -25,6 +25,7 @@ from gateway.errors import (
     UnsupportedMediaType,
 )
 from gateway.protocol import jsonrpc, spec
+from gateway.protocol.capabilities import declared
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.sse import encode_event
 from gateway.tenancy import Principal, RequestContext
@@ -97,8 +98,9 @@ class McpEndpoint:
     async def _post_initialize(self, request: web.Request, caller: Caller, message: Message) -> web.Response:
         if not message.is_request:
             raise InvalidRequest("Invalid Request: initialize must be a request")
-        version = spec.negotiate_version((message.params or {}).get("protocolVersion"))
-        session = await self.sessions.create(caller[0], version)
+        params = message.params or {}
+        version = spec.negotiate_version(params.get("protocolVersion"))
+        session = await self.sessions.create(caller[0], version, declared(params.get("capabilities")))
         ctx = self._context(request, caller, session, message.method)
         reply = await self.exchange.handle_message(message, ctx)
         return _json(reply, headers={spec.SESSION_HEADER: session.id})
@@ -176,6 +178,7 @@ class McpEndpoint:
                  method: str | None) -> RequestContext:
         ctx = request[CONTEXT] = RequestContext(
             caller[0], caller[1], request[REQUEST_ID], session.protocol_version, session.id, method,
+            capabilities=session.capabilities, log_level=session.log_level, settings=self.sessions,
             traceparent=request.get(TRACEPARENT))
         return ctx
 

@@ -49,9 +49,11 @@ lifecycle_log = structlog.get_logger("gateway")
 
 def request_line(request_id: str, traceparent: str | None, principal: Principal | None,
                  ctx: RequestContext | None, outcome: str, seconds: float) -> dict[str, Any]:
-    """The canonical line's fields; each transport adds its own (HTTP: method, path, status)."""
+    """The canonical line's fields; each transport adds its own (HTTP: method, path, status).
+
+    The dispatcher's extras follow (e.g. `client_requests`: what the backend asked the client)."""
     method = ctx.method if ctx else None
-    return {
+    line = {
         "event": "request",
         "request_id": request_id,
         "trace_id": traceparent[3:35] if traceparent else None,
@@ -63,6 +65,9 @@ def request_line(request_id: str, traceparent: str | None, principal: Principal 
         "outcome": outcome,
         "duration_ms": round(seconds * 1000, 3),
     }
+    if ctx is not None and ctx.extra:
+        line.update(ctx.extra)
+    return line
 
 
 def request_id_of(request: web.Request, fresh: Callable[[], str]) -> str:

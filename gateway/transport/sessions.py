@@ -11,12 +11,14 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import orjson
 import structlog
 
+from gateway.protocol.capabilities import encode_flags, log_level
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable
 from gateway.tenancy import Principal
@@ -32,6 +34,8 @@ class Session:
     protocol_version: str
     created_at: float
     last_seen: float
+    capabilities: frozenset[str] = frozenset()  # what the client declared that the gateway can relay
+    log_level: str | None = None  # its logging/setLevel
 
     def belongs_to(self, principal: Principal) -> bool:
         return self.tenant == principal.tenant and self.subject == principal.subject
@@ -43,11 +47,14 @@ def new_session_id() -> str:
 
 
 class SessionStore(Protocol):
-    async def create(self, principal: Principal, protocol_version: str) -> Session: ...
+    async def create(self, principal: Principal, protocol_version: str,
+                     capabilities: frozenset[str] = frozenset()) -> Session: ...
 
     async def get(self, session_id: str) -> Session | None: ...
 
     async def delete(self, session_id: str) -> bool: ...
+
+    async def set_log_level(self, session_id: str, level: str) -> None: ...
 
     def count(self) -> int: ...
 
@@ -87,10 +94,11 @@ class MemorySessionStore:
     def on_ended(self, listener: Callable[[str], None]) -> None:
         self._listeners.append(listener)
 
-    async def create(self, principal: Principal, protocol_version: str) -> Session:
+    async def create(self, principal: Principal, protocol_version: str,
+                     capabilities: frozenset[str] = frozenset()) -> Session:
         now = self.clock()
         session = Session(self.id_factory(), principal.tenant, principal.subject,
-                          protocol_version, now, now)
+                          protocol_version, now, now, capabilities)
         self.put(session)
         return session
 
@@ -112,6 +120,11 @@ class MemorySessionStore:
         existed = self._end(session_id)
         self._counted()
         return existed
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            self._sessions[session_id] = replace(session, log_level=level)
 
     def count(self) -> int:
         return len(self._sessions)
@@ -171,6 +184,9 @@ class MemorySessionStore:
 SESSION_ENDED_EVENT = "session_ended"
 """Event kind: a replica ended a session (field: session); the others drop it and close its stream."""
 
+SESSION_CHANGED_EVENT = "session_changed"
+"""Event kind: a replica changed a session's log level (fields: session, log_level); the others update their copy."""
+
 ENDED = b"ended"
 """The value a session's key keeps after DELETE (for its idle TTL), so no replica writes it back."""
 
@@ -228,6 +244,7 @@ class RedisSessionStore:
         self._swept_at = clock()
         self.local.on_ended(self._drop)  # a session leaving the cache takes its touch times along
         events.on(SESSION_ENDED_EVENT, self._on_ended_event)
+        events.on(SESSION_CHANGED_EVENT, self._on_changed_event)
         events.on_resync(self.resync)
 
     def key(self, session_id: str) -> str:
@@ -238,8 +255,9 @@ class RedisSessionStore:
         (ended, idle, or over its tenant's budget on this replica): e.g. to close its stream."""
         self.local.on_ended(listener)
 
-    async def create(self, principal: Principal, protocol_version: str) -> Session:
-        session = await self.local.create(principal, protocol_version)
+    async def create(self, principal: Principal, protocol_version: str,
+                     capabilities: frozenset[str] = frozenset()) -> Session:
+        session = await self.local.create(principal, protocol_version, capabilities)
         try:
             await self.health.call(lambda: self.redis.set(self.key(session.id), _encode(session), px=self.idle_ms))
         except StoreUnavailable:
@@ -273,6 +291,15 @@ class RedisSessionStore:
         except StoreUnavailable:
             self._pending_ends.add(session_id)  # ended everywhere when Redis returns
         return existed
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        """Kept locally at once; in Redis and on the other replicas unless Redis is down (then the
+        resync writes it back, and other replicas keep their copy until then)."""
+        await self.local.set_log_level(session_id, level)
+        session = await self.local.get(session_id)
+        if session is not None and await self._write_back([session]):
+            with suppress(StoreUnavailable):
+                await self.events.publish(SESSION_CHANGED_EVENT, session=session_id, log_level=level)
 
     def count(self) -> int:
         """Sessions this replica knows (those it opened or served), not the cluster's total."""
@@ -338,6 +365,11 @@ class RedisSessionStore:
         if isinstance(session_id, str):
             await self._ended_elsewhere(session_id)
 
+    async def _on_changed_event(self, event: dict[str, Any]) -> None:
+        session_id, level = event.get("session"), log_level(event.get("log_level"))
+        if isinstance(session_id, str) and level is not None:
+            await self.local.set_log_level(session_id, level)  # a copy this replica holds, if any
+
     async def _ended_elsewhere(self, session_id: str) -> None:
         await self.local.delete(session_id)  # its listeners hear of it
         self._drop(session_id)
@@ -345,7 +377,8 @@ class RedisSessionStore:
 
 def _encode(session: Session) -> bytes:
     return orjson.dumps({"tenant": session.tenant, "subject": session.subject,
-                         "protocol_version": session.protocol_version, "created_at": session.created_at})
+                         "protocol_version": session.protocol_version, "created_at": session.created_at,
+                         "capabilities": encode_flags(session.capabilities), "log_level": session.log_level})
 
 
 def _decode(session_id: str, raw: bytes, now: float) -> Session | None:
@@ -354,8 +387,10 @@ def _decode(session_id: str, raw: bytes, now: float) -> Session | None:
         return None
     try:
         data = orjson.loads(raw)
+        flags = data.get("capabilities")
+        declared = frozenset(encode_flags(flags)) if isinstance(flags, list) else frozenset()
         return Session(session_id, str(data["tenant"]), str(data["subject"]), str(data["protocol_version"]),
-                       float(data["created_at"]), now)
+                       float(data["created_at"]), now, declared, log_level(data.get("log_level")))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         log.warning("session_record_unreadable")
         return None

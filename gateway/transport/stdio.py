@@ -26,6 +26,7 @@ from gateway.config import TenantConfig
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.logs import EventLog, RequestIds
 from gateway.protocol import jsonrpc, spec
+from gateway.protocol.capabilities import NONE, declared
 from gateway.protocol.jsonrpc import JsonObject
 from gateway.tenancy import RequestContext
 from gateway.transport.channel import ChannelClosed, ClientChannel
@@ -59,6 +60,8 @@ class StdioClient:
         self.events = events or EventLog()
         self.channel = StdoutChannel(self)
         self.protocol_version: str = spec.LATEST_VERSION  # until initialize says otherwise
+        self.capabilities = NONE  # what it declared at initialize that the gateway can relay
+        self.log_level: str | None = None  # its logging/setLevel
         self.initialized = False
         self.requests = 0
         self.ended: End | None = None
@@ -120,7 +123,8 @@ class StdioClient:
             data = jsonrpc.loads(line)
             principal = await self.exchange.authenticate(self.credentials, data)
             tenant = await self.exchange.admit(principal, data)
-            ctx = RequestContext(principal, tenant, request_id, self.protocol_version, channel=self.channel)
+            ctx = RequestContext(principal, tenant, request_id, self.protocol_version, channel=self.channel,
+                                 capabilities=self.capabilities, log_level=self.log_level, settings=self)
             reply = await self.exchange.handle(data, ctx)
             self._observe(data)
             self.send(reply)
@@ -142,10 +146,15 @@ class StdioClient:
             method = message.get("method") if isinstance(message, dict) else None
             if method == spec.INITIALIZE and "id" in message:
                 params = message.get("params")
-                requested = params.get("protocolVersion") if isinstance(params, dict) else None
-                self.protocol_version = spec.negotiate_version(requested)
+                params = params if isinstance(params, dict) else {}
+                self.protocol_version = spec.negotiate_version(params.get("protocolVersion"))
+                self.capabilities = declared(params.get("capabilities"))
             elif method == spec.INITIALIZED:
                 self.initialized = True
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        """The client's logging/setLevel (ClientSettings: stdio has one client, no session store)."""
+        self.log_level = level
 
     # --- output
 

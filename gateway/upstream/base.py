@@ -4,13 +4,18 @@ An upstream speaks MCP to one backend on the gateway's behalf. It performs the b
 handshake itself (lazily, once per upstream session), keeps the backend's session id and
 protocol version, remaps JSON-RPC ids, and hands back the backend's JSON-RPC response
 object as-is. Upstream sessions are keyed by `session_key` (the tenant, or "" for the
-gateway's own catalogue work) so that no backend session is ever shared between tenants.
+gateway's own catalogue work) and by the relayable capabilities of the clients they serve
+(`protocol.capabilities`), so that no backend session is ever shared between tenants, nor
+between clients that declared different capabilities.
+
+A backend's request made while it serves a call (sampling, elicitation, roots) goes to the
+call's `on_request` handler, which answers it later; any other gets an error at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -18,10 +23,17 @@ import structlog
 from gateway.config.model import BackendConfig, default_of
 from gateway.errors import FailureReason
 from gateway.protocol import spec
+from gateway.protocol.capabilities import RELAYED_METHODS, for_backend
 
 JsonObject = dict[str, Any]
 NotificationHandler = Callable[[JsonObject], Awaitable[None]]
 ListChangedCallback = Callable[[str], Awaitable[None]]
+Answer = Callable[[JsonObject], Awaitable[None]]
+"""Sends the gateway's response to one backend request back to that backend."""
+RequestHandler = Callable[[JsonObject, Answer], None]
+"""Takes a backend's request made during a call, and sends its response later through `Answer`.
+
+It must not block: the caller is the reader of the backend's replies."""
 
 _log = structlog.get_logger("gateway.upstream")
 
@@ -61,6 +73,8 @@ class Upstream(Protocol):
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
+        capabilities: frozenset[str] = frozenset(),
+        on_request: RequestHandler | None = None,
     ) -> JsonObject:
         """Send one request; return the backend's response object (`result` or `error`).
 
@@ -69,10 +83,13 @@ class Upstream(Protocol):
         `headers` are extra HTTP headers for this upstream session (tenant credentials);
         stdio upstreams ignore them. `on_notification` receives notifications the backend
         sends about this request (progress), with the progress token mapped back.
+        `capabilities` are the relayable flags of the client served (part of the session's key);
+        `on_request` receives the backend's requests that belong to this call.
         Raises UpstreamError.
         """
 
-    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "",
+                     capabilities: frozenset[str] = frozenset()) -> None:
         """Send a notification (e.g. notifications/cancelled); best effort, never raises."""
 
     def on_list_changed(self, callback: ListChangedCallback) -> None:
@@ -105,11 +122,12 @@ def notification_message(method: str, params: JsonObject | None) -> JsonObject:
     return message
 
 
-def initialize_params(protocol_version: str, client_info: Mapping[str, Any]) -> JsonObject:
-    """The gateway's `initialize` params: no client capabilities (no sampling, roots, …)."""
+def initialize_params(protocol_version: str, client_info: Mapping[str, Any],
+                      capabilities: Iterable[str] = ()) -> JsonObject:
+    """The gateway's `initialize` params, declaring what it can relay for clients with `capabilities`."""
     return {
         "protocolVersion": protocol_version,
-        "capabilities": {},
+        "capabilities": for_backend(capabilities),
         "clientInfo": dict(client_info),
     }
 
@@ -180,16 +198,21 @@ def server_capabilities(reply: JsonObject) -> JsonObject:
     return capabilities if isinstance(capabilities, dict) else {}
 
 
-def answer_backend_request(message: JsonObject) -> JsonObject:
-    """Our reply to a backend->gateway request: `ping` works, everything else is -32601.
-
-    The gateway declares no client capabilities, so a backend should not ask for
-    sampling, roots or elicitation; answering keeps a misbehaving one from hanging.
-    """
-    if message.get("method") == spec.PING:
+def answer_backend_request(message: JsonObject, why: str = "it belongs to no request of the gateway") -> JsonObject:
+    """Our reply to a backend request nobody relays: `ping` works, a relayable one is refused
+    (saying `why`), anything else is -32601. Answering keeps the backend from hanging."""
+    method = message.get("method")
+    if method == spec.PING:
         return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
-    error = {"code": spec.METHOD_NOT_FOUND, "message": f"Method not found: {message.get('method')}"}
+    if method in RELAYED_METHODS:
+        return refusal(message, f"{method} not relayed: {why}")
+    error = {"code": spec.METHOD_NOT_FOUND, "message": f"Method not found: {str(method)[:100]}"}
     return {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+
+
+def refusal(message: JsonObject, text: str) -> JsonObject:
+    """An error response to a backend request (-32600, as the SDK's client answers what it does not support)."""
+    return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": spec.INVALID_REQUEST, "message": text}}
 
 
 class Backoff:

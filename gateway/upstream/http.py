@@ -1,18 +1,17 @@
 """The Streamable HTTP upstream: MCP over POST (JSON or SSE replies).
 
-One pooled HTTP client (upstream/client.py: the builtin or aiohttp's) per backend, and one
-more of a single connection for the GET stream, so the stream never takes a call's
-connection. Each `session_key` (a tenant, or "" for the gateway's own catalogue work) gets
-its own backend session: `Mcp-Session-Id`, negotiated protocol version, handshake done
-lazily and once. A 404 on a session means the backend forgot it (restart, idle expiry): the
-session is re-created and the request sent once more. For the gateway's own session a background GET stream listens for
-`notifications/tools/list_changed`.
+One pooled HTTP client (upstream/client.py: the builtin or aiohttp's) per backend. Each `session_key`
+(a tenant, or "" for the catalogue) and set of relayable client capabilities gets its own backend
+session (id, version, a handshake declaring those capabilities, done lazily and once); a 404 means
+the backend forgot it: it is re-created and the request sent once more. The catalogue's session,
+and each that declared capabilities, listens on a GET stream (http_listener.py) for list changes
+and refuses there the backend's requests that belong to no call. A request on a call's SSE stream
+(sampling, elicitation, roots) goes to that call's `on_request` handler.
 
 Cancelling the task that awaits `request()` (or its timeout) sends the backend
-`notifications/cancelled` with the upstream id; callers never see upstream ids.
-
-Its parts: http_session.py (a backend session and its headers), http_body.py (replies read
-within max_response_bytes), http_listener.py (the GET stream), clients.py (the connections).
+`notifications/cancelled` with the upstream id; callers never see upstream ids. Its parts:
+http_session.py (a backend session and its headers), http_body.py (replies read within
+max_response_bytes), http_listener.py (the GET streams), clients.py (the connections).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import itertools
 from collections.abc import Mapping
 from contextlib import aclosing, suppress
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -29,6 +29,7 @@ import structlog
 from multidict import CIMultiDict
 
 from gateway.errors import FailureReason
+from gateway.protocol.capabilities import NONE, RELAYED_METHODS
 from gateway.protocol.spec import (
     CANCELLED,
     INITIALIZE,
@@ -47,6 +48,7 @@ from gateway.upstream.base import (
     ListChangedCallback,
     ListChangedCallbacks,
     NotificationHandler,
+    RequestHandler,
     UpstreamError,
     answer_backend_request,
     check_response,
@@ -64,7 +66,17 @@ from gateway.upstream.client import TRANSPORT_ERRORS, BadReply, ClientOptions, C
 from gateway.upstream.clients import open_client
 from gateway.upstream.http_body import BoundedBody
 from gateway.upstream.http_listener import StreamListener
-from gateway.upstream.http_session import SESSION_HEADER_KEY, BackendSession, Route, SessionExpired
+from gateway.upstream.http_session import (
+    CATALOGUE_KEY,
+    NO_HANDLERS,
+    SESSION_HEADER_KEY,
+    BackendSession,
+    Handlers,
+    Route,
+    SessionExpired,
+    SessionKey,
+    merged_headers,
+)
 
 CLOSE_TIMEOUT = 2.0
 """Seconds close() spends ending backend sessions (DELETE) before giving up."""
@@ -101,15 +113,13 @@ class HttpUpstream:
         self._http_client = http_client
         self._client_options = client_options or ClientOptions()
         self._http: HttpTransport | None = None
-        self._listen_http: HttpTransport | None = None
-        self._sessions: dict[str, BackendSession] = {}
-        self._handshake_locks: dict[str, asyncio.Lock] = {}
+        self._sessions: dict[SessionKey, BackendSession] = {}
+        self._handshake_locks: dict[SessionKey, asyncio.Lock] = {}
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
         self._list_changed = ListChangedCallbacks(self._tasks)
         self._body = BoundedBody(name, max_response_bytes)
-        self._stream = StreamListener(self._body, lambda: self._client(listener=True), self._on_unasked)
-        self._listener: asyncio.Task[None] | None = None
+        self._stream = StreamListener(self._body, self._stream_client, self._on_unasked, self._tasks)
         self.server_capabilities: JsonObject = {}
 
     # --- the Upstream protocol ----------------------------------------------------------
@@ -118,7 +128,6 @@ class HttpUpstream:
         if self._http is None:  # no client timeouts: request() bounds each exchange with asyncio.timeout
             kind, url, options = self._http_client, self._url, self._client_options
             self._http = open_client(kind, url, replace(options, max_connections=self._max_connections))
-            self._listen_http = open_client(kind, url, replace(options, max_connections=1))
 
     async def request(
         self,
@@ -129,18 +138,22 @@ class HttpUpstream:
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
+        capabilities: frozenset[str] = NONE,
+        on_request: RequestHandler | None = None,
     ) -> JsonObject:
-        merged = self._merge(headers)
+        merged = merged_headers(self._headers, headers)
+        key = (session_key, capabilities)
         if timeout is None:
-            return await self._request(method, params, session_key, merged, on_notification)
+            return await self._request(method, params, key, merged, (on_notification, on_request))
         try:
             async with asyncio.timeout(timeout):
-                return await self._request(method, params, session_key, merged, on_notification)
+                return await self._request(method, params, key, merged, (on_notification, on_request))
         except TimeoutError as exc:
             raise UpstreamError(FailureReason.TIMEOUT, f"{self.name}: {method} timed out ({timeout}s)") from exc
 
-    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
-        session = self._sessions.get(session_key)
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "",
+                     capabilities: frozenset[str] = NONE) -> None:
+        session = self._sessions.get((session_key, capabilities))
         if session is not None:  # no session: the backend has nothing to be notified about
             await self._post_quietly(session, notification_message(method, params))
 
@@ -149,44 +162,36 @@ class HttpUpstream:
 
     async def close(self) -> None:
         http, self._http = self._http, None
-        listen_http, self._listen_http = self._listen_http, None
-        if http is None or listen_http is None:
+        if http is None:
             return
         await self._tasks.cancel_all()
+        await self._stream.close()
         sessions = [s for s in self._sessions.values() if s.session_id]
         self._sessions.clear()
         with suppress(TimeoutError):
             async with asyncio.timeout(CLOSE_TIMEOUT):
                 await asyncio.gather(*(self._delete(http, s) for s in sessions), return_exceptions=True)
-        await asyncio.gather(http.close(), listen_http.close())
+        await http.close()
 
     # --- sessions -----------------------------------------------------------------------
-
-    def _merge(self, headers: Mapping[str, str] | None) -> CIMultiDict[str]:
-        """Configured headers, overridden (case-insensitively) by this call's."""
-        if not headers:
-            return self._headers
-        merged = self._headers.copy()
-        merged.update(headers)
-        return merged
 
     async def _request(
         self,
         method: str,
         params: JsonObject | None,
-        key: str,
+        key: SessionKey,
         headers: CIMultiDict[str],
-        on_notification: NotificationHandler | None,
+        handlers: Handlers,
     ) -> JsonObject:
         session = await self._ready_session(key, headers)
         try:
-            return await self._call(session, method, params, headers, on_notification)
+            return await self._call(session, method, params, headers, handlers)
         except SessionExpired:
             self._forget(session)
         session = await self._ready_session(key, headers)  # one fresh handshake, one retry
-        return await self._call(session, method, params, headers, on_notification)
+        return await self._call(session, method, params, headers, handlers)
 
-    async def _ready_session(self, key: str, headers: CIMultiDict[str]) -> BackendSession:
+    async def _ready_session(self, key: SessionKey, headers: CIMultiDict[str]) -> BackendSession:
         """The session for `key`, handshaking first if needed (one handshake at a time).
 
         A failed handshake is marked unsent: the caller's request never left.
@@ -200,18 +205,18 @@ class HttpUpstream:
         except UpstreamError as exc:
             raise UpstreamError(exc.reason, str(exc), sent=False) from exc
 
-    async def _handshake(self, key: str, headers: CIMultiDict[str]) -> BackendSession:
+    async def _handshake(self, key: SessionKey, headers: CIMultiDict[str]) -> BackendSession:
         session = BackendSession(key, headers)
-        params = initialize_params(self._protocol_version, self._client_info)
-        reply = await self._call(session, INITIALIZE, params, headers, None)
+        params = initialize_params(self._protocol_version, self._client_info, key[1])
+        reply = await self._call(session, INITIALIZE, params, headers, NO_HANDLERS)
         session.protocol_version = negotiated_version(self.name, reply)
         self.server_capabilities = server_capabilities(reply)
         status = await self._send_one_way(session, notification_message(INITIALIZED, None))
         if not 200 <= status < 300:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: initialized got HTTP {status}")
         self._sessions[key] = session
-        if key == "":
-            self._start_listener(session)
+        if key == CATALOGUE_KEY or key[1]:  # the catalogue's, or one whose backend may ask the client
+            self._stream.listen(session, lambda: self._sessions.get(key) is session)
         return session
 
     def _forget(self, session: BackendSession) -> None:
@@ -219,11 +224,13 @@ class HttpUpstream:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
 
-    def _client(self, *, listener: bool = False) -> HttpTransport:
-        http = self._listen_http if listener else self._http
-        if http is None:
+    def _client(self) -> HttpTransport:
+        if self._http is None:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: upstream not started or closed")
-        return http
+        return self._http
+
+    def _stream_client(self) -> HttpTransport:  # one connection for one GET stream (its listener closes it)
+        return open_client(self._http_client, self._url, replace(self._client_options, max_connections=1))
 
     # --- one request --------------------------------------------------------------------
 
@@ -233,12 +240,12 @@ class HttpUpstream:
         method: str,
         params: JsonObject | None,
         headers: CIMultiDict[str],
-        on_notification: NotificationHandler | None,
+        handlers: Handlers,
     ) -> JsonObject:
         request_id = next(self._ids)
         token = f"{self.name}-{request_id}"  # unique across this upstream's active requests
         params, original = swap_progress_token(params, token)
-        route = Route(request_id, token if original is not None else None, original, on_notification)
+        route = Route(request_id, token if original is not None else None, original, *handlers)
         try:
             return await self._exchange(session, request_message(request_id, method, params), headers, route)
         except asyncio.CancelledError:
@@ -269,21 +276,12 @@ class HttpUpstream:
         if resp.status == 404 and session.session_id:
             raise SessionExpired(self.name)
         if not 200 <= resp.status < 300:
-            return await self._error_reply(resp, route.request_id)
+            return await self._body.error_reply(resp, route.request_id)
         if resp.content_type == JSON:
             return check_response(self.name, self._body.decode(await self._body.read(resp)), route.request_id)
         if resp.content_type == SSE:
             return await self._read_stream(resp, session, route)
         raise UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: HTTP {resp.status} {resp.content_type}")
-
-    async def _error_reply(self, resp: Response, request_id: int) -> JsonObject:
-        """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
-        if resp.content_type == JSON:
-            with suppress(UpstreamError):
-                message = check_response(self.name, self._body.decode(await self._body.read(resp)), request_id)
-                if "error" in message:
-                    return message
-        raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: HTTP {resp.status}")
 
     # --- SSE replies --------------------------------------------------------------------
 
@@ -330,7 +328,7 @@ class HttpUpstream:
         if kind == "notification":
             await self._on_notification(message, route)
         elif kind == "request":
-            self._answer(session, message)
+            self._on_request(session, message, route)
         return None
 
     async def _on_notification(self, message: JsonObject, route: Route) -> None:
@@ -348,11 +346,18 @@ class HttpUpstream:
         except Exception:  # the caller's handler must not break the exchange
             _log.exception("notification handler failed", backend=self.name)
 
+    def _on_request(self, session: BackendSession, request: JsonObject, route: Route) -> None:
+        """A request of the backend about this call: relayed to the call's client if it has a handler."""
+        if route.on_request is None or request["method"] not in RELAYED_METHODS:
+            self._answer(session, request, "the call it belongs to relays no requests")
+        else:
+            route.on_request(request, partial(self._post_quietly, session))
+
     # --- messages the gateway sends on its own ---------------------------------------------
 
-    def _answer(self, session: BackendSession, request: JsonObject) -> None:
+    def _answer(self, session: BackendSession, request: JsonObject, why: str) -> None:
         """Refuse a backend->gateway request (or answer ping) so the backend does not hang."""
-        self._tasks.spawn(self._post_quietly(session, answer_backend_request(request)), "answer")
+        self._tasks.spawn(self._post_quietly(session, answer_backend_request(request, why)), "answer")
 
     def _cancel_upstream(self, session: BackendSession, request_id: int) -> None:
         if self._http is None:
@@ -381,19 +386,14 @@ class HttpUpstream:
 
     # --- the GET stream (server -> gateway messages) --------------------------------------
 
-    def _start_listener(self, session: BackendSession) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-        alive = lambda: self._sessions.get(session.key) is session  # noqa: E731
-        self._listener = self._tasks.spawn(self._stream.run(session, alive), "listen")
-
     def _on_unasked(self, session: BackendSession, message: JsonObject) -> None:
-        """A message on the GET stream: a list change, or a request the backend waits on."""
+        """A message on a GET stream: a list change (the catalogue's session), or a request the
+        backend waits on, which belongs to no call: refused, never guessed onto some client."""
         kind = message_kind(message)
-        if kind == "notification" and message["method"] in LIST_CHANGED:
+        if kind == "notification" and message["method"] in LIST_CHANGED and session.key == CATALOGUE_KEY:
             self._list_changed.fire(message["method"])
         elif kind == "request":
-            self._answer(session, message)
+            self._answer(session, message, "it came on the session's own stream, outside any call")
 
 
 async def _status(resp: Response) -> int:

@@ -8,13 +8,15 @@ connection with its unread rest.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from typing import Any
 
 import orjson
 
 from gateway.errors import FailureReason
+from gateway.protocol.spec import JSON
 from gateway.protocol.sse import SseDecoder, SseEvent
-from gateway.upstream.base import UpstreamError
+from gateway.upstream.base import UpstreamError, check_response
 from gateway.upstream.client import Response
 
 
@@ -55,6 +57,15 @@ class BoundedBody:
                 pending = 0
             for event in events:
                 yield event
+
+    async def error_reply(self, resp: Response, request_id: int) -> dict[str, Any]:
+        """An HTTP error may still carry the backend's JSON-RPC error for our id: pass it on."""
+        if resp.content_type == JSON:
+            with suppress(UpstreamError):
+                message = check_response(self.backend, self.decode(await self.read(resp)), request_id)
+                if "error" in message:
+                    return message
+        raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.backend}: HTTP {resp.status}")
 
     def decode(self, data: bytes | str) -> Any:
         try:

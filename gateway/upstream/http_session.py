@@ -2,24 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from multidict import CIMultiDict
 
 from gateway.errors import FailureReason
+from gateway.protocol.capabilities import NONE
 from gateway.protocol.spec import ACCEPT_JSON_AND_SSE, JSON, LAST_EVENT_ID_HEADER, SESSION_HEADER, SSE, VERSION_HEADER
-from gateway.upstream.base import NotificationHandler, UpstreamError
+from gateway.upstream.base import NotificationHandler, RequestHandler, UpstreamError
 
 SESSION_HEADER_KEY = SESSION_HEADER.lower()
 """The backend's session id header, as reply headers are keyed."""
+
+SessionKey = tuple[str, frozenset[str]]
+"""Whom a backend session serves: a tenant (or "" for the catalogue), and the relayable
+capabilities of its clients (declared to the backend at the session's initialize)."""
+CATALOGUE_KEY: SessionKey = ("", NONE)
+"""The gateway's own session (catalogue work): no client, no capabilities."""
+
+
+def merged_headers(configured: CIMultiDict[str], call: Mapping[str, str] | None) -> CIMultiDict[str]:
+    """Configured headers, overridden (case-insensitively) by this call's."""
+    if not call:
+        return configured
+    merged = configured.copy()
+    merged.update(call)
+    return merged
 
 
 @dataclass(eq=False)
 class BackendSession:
     """One backend session; `headers` are those of the handshake (reused by DELETE, GET)."""
 
-    key: str
+    key: SessionKey
     headers: CIMultiDict[str]
     session_id: str | None = None
     protocol_version: str | None = None
@@ -45,6 +62,11 @@ class BackendSession:
         return headers
 
 
+Handlers = tuple[NotificationHandler | None, RequestHandler | None]
+"""One call's handlers: for the backend's notifications, and for its requests, about that call."""
+NO_HANDLERS: Handlers = (None, None)
+
+
 @dataclass(frozen=True)
 class Route:
     """Where the notifications about one request go, and how its token maps back."""
@@ -53,6 +75,7 @@ class Route:
     token: str | None
     original_token: Any
     handler: NotificationHandler | None
+    on_request: RequestHandler | None = None
 
 
 class SessionExpired(UpstreamError):

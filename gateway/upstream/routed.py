@@ -21,8 +21,16 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from gateway.errors import FailureReason
+from gateway.protocol.capabilities import NONE
 from gateway.protocol.spec import PROGRESS
-from gateway.upstream.base import JsonObject, ListChangedCallback, NotificationHandler, Upstream, UpstreamError
+from gateway.upstream.base import (
+    JsonObject,
+    ListChangedCallback,
+    NotificationHandler,
+    RequestHandler,
+    Upstream,
+    UpstreamError,
+)
 from gateway.upstream.breaker import HALF_OPEN, OPEN, CircuitBreaker, Outcome, Ticket, Transition
 from gateway.upstream.deadlines import Deadlines
 from gateway.upstream.policy import RoutePolicy, breaker_outcome, extended_deadline, retry_delay, should_retry
@@ -90,8 +98,9 @@ class RoutedUpstream:
     async def start(self) -> None:
         await self.inner.start()
 
-    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
-        await self.inner.notify(method, params, session_key=session_key)
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "",
+                     capabilities: frozenset[str] = NONE) -> None:
+        await self.inner.notify(method, params, session_key=session_key, capabilities=capabilities)
 
     @property
     def server_capabilities(self) -> JsonObject:
@@ -112,11 +121,14 @@ class RoutedUpstream:
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
+        capabilities: frozenset[str] = NONE,
+        on_request: RequestHandler | None = None,
     ) -> JsonObject:
         ticket = self._admit()
         outcome = Outcome.NEUTRAL  # cancelled by the caller, or never reached the backend
         try:
-            reply = await self._bounded(method, params, timeout, session_key, headers, on_notification)
+            reply = await self._bounded(method, params, timeout, (session_key, capabilities), headers,
+                                        (on_notification, on_request))
             outcome = Outcome.SUCCESS
             return reply
         except _Queued as exc:
@@ -159,8 +171,8 @@ class RoutedUpstream:
     # ---------------------------------------------------------------- limits and deadline
 
     async def _bounded(self, method: str, params: JsonObject | None, timeout: float,  # noqa: ASYNC109
-                       key: str, headers: Mapping[str, str] | None,
-                       on_notification: NotificationHandler | None) -> JsonObject:
+                       key: tuple[str, frozenset[str]], headers: Mapping[str, str] | None,
+                       handlers: tuple[NotificationHandler | None, RequestHandler | None]) -> JsonObject:
         loop = asyncio.get_running_loop()
         started, cap = loop.time(), self.policy.cap(timeout)
         in_slot = False
@@ -172,8 +184,8 @@ class RoutedUpstream:
                     await self._limiter.wait(self.name)
                 in_slot = True
                 try:
-                    handler = _extending(scope, loop, started, timeout, cap, on_notification)
-                    return await self._attempts(method, params, key, headers, handler)
+                    handler = _extending(scope, loop, started, timeout, cap, handlers[0])
+                    return await self._attempts(method, params, key, headers, (handler, handlers[1]))
                 finally:
                     self._limiter.release()
         except TimeoutError as exc:
@@ -185,14 +197,16 @@ class RoutedUpstream:
         finally:
             self._deadlines.forget(scope)  # no await since the scope's exit: no sweep saw it ended
 
-    async def _attempts(self, method: str, params: JsonObject | None, key: str,
-                        headers: Mapping[str, str] | None, handler: NotificationHandler) -> JsonObject:
+    async def _attempts(self, method: str, params: JsonObject | None, key: tuple[str, frozenset[str]],
+                        headers: Mapping[str, str] | None,
+                        handlers: tuple[NotificationHandler, RequestHandler | None]) -> JsonObject:
         attempt = 0
         while True:
             try:
                 # timeout=None: the scope in _bounded bounds every attempt (and the retry waits).
-                return await self.inner.request(method, params, timeout=None,
-                                                session_key=key, headers=headers, on_notification=handler)
+                return await self.inner.request(method, params, timeout=None, session_key=key[0],
+                                                headers=headers, on_notification=handlers[0],
+                                                capabilities=key[1], on_request=handlers[1])
             except UpstreamError as exc:
                 if not should_retry(method, exc, attempt, self.policy.retries):
                     raise

@@ -3,7 +3,10 @@
 One child per backend serves every `session_key`: a stdio server talks to exactly one
 client, and a child per tenant would multiply processes; so stdio backends see the
 gateway as their one client, and tenant separation is the gateway's policy alone.
-`headers` are ignored (stdio credentials come from the configured `env`).
+`headers` are ignored (stdio credentials come from the configured `env`). The child is told
+every capability the gateway can relay (it cannot be told per client); the call's `on_request`
+handler answers for the client served. A stdio backend's request (sampling, elicitation, roots)
+or log line names no call: it goes to the one call that relays, if just one (stdio_calls.py).
 
 Concurrent requests share the pipe: each gets a fresh upstream id and an inbox that the
 reader task fills with its progress notifications and, last, its response. The caller
@@ -22,13 +25,15 @@ import asyncio
 import itertools
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
 import orjson
 import structlog
 
 from gateway.errors import FailureReason
-from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, LIST_CHANGED, PROGRESS
+from gateway.protocol.capabilities import ALL, NONE, RELAYED_METHODS
+from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, LIST_CHANGED, MESSAGE, PROGRESS
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
     BackgroundTasks,
@@ -37,6 +42,7 @@ from gateway.upstream.base import (
     ListChangedCallback,
     ListChangedCallbacks,
     NotificationHandler,
+    RequestHandler,
     UpstreamError,
     answer_backend_request,
     initialize_params,
@@ -50,6 +56,7 @@ from gateway.upstream.base import (
     swap_progress_token,
 )
 from gateway.upstream.exits import STDERR_DRAIN, ExitReport
+from gateway.upstream.stdio_calls import Calls, Pending
 from gateway.upstream.stdio_lines import leading_id, next_line
 from gateway.upstream.stdio_process import Process, cancel_tasks, child_env, forward_stderr, spawn, stop_process
 
@@ -59,16 +66,6 @@ NOTIFY_TIMEOUT = 5.0
 """Seconds a best-effort write (notification, cancel, refusal) may take."""
 
 _log = structlog.get_logger("gateway.upstream")
-
-
-class _Pending:
-    """One request in flight; the reader puts progress notifications, then the response."""
-
-    __slots__ = ("inbox", "original_token")
-
-    def __init__(self, original_token: Any) -> None:
-        self.original_token = original_token
-        self.inbox: asyncio.Queue[JsonObject | UpstreamError] = asyncio.Queue()
 
 
 class StdioUpstream:
@@ -103,8 +100,7 @@ class StdioUpstream:
         self._closing = False
         self._attempted = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
-        self._pending: dict[int, _Pending] = {}
-        self._by_token: dict[str, _Pending] = {}
+        self._calls = Calls()
         self._write_lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
@@ -134,14 +130,17 @@ class StdioUpstream:
         session_key: str = "",
         headers: Mapping[str, str] | None = None,
         on_notification: NotificationHandler | None = None,
+        capabilities: frozenset[str] = NONE,
+        on_request: RequestHandler | None = None,
     ) -> JsonObject:
         if not self._ready or self._process is None:
             why = f" ({self._exits.last})" if self._exits.last else ""
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running{why}",
                                 sent=False)
-        return await self._call(self._process, method, params, timeout, on_notification)
+        return await self._call(self._process, method, params, timeout, (on_notification, on_request))
 
-    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None:
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "",
+                     capabilities: frozenset[str] = NONE) -> None:
         if self._ready and self._process is not None:
             await self._write_quietly(self._process, notification_message(method, params))
 
@@ -167,16 +166,20 @@ class StdioUpstream:
         method: str,
         params: JsonObject | None,
         timeout: float | None,  # noqa: ASYNC109 - the per-call budget; None: the caller bounds it
-        on_notification: NotificationHandler | None,
+        handlers: tuple[NotificationHandler | None, RequestHandler | None],
     ) -> JsonObject:
+        on_notification, on_request = handlers
         request_id = next(self._ids)
         token = f"{self.name}-{request_id}"  # unique across this child's active requests
         params, original = swap_progress_token(params, token)
-        pending = self._register(request_id, token if original is not None else None, original)
+        pending = self._calls.add(request_id, token if original is not None else None, Pending(original, on_request))
+        answered = False
         try:
             async with asyncio.timeout(timeout):
                 await self._write(process, request_message(request_id, method, params))
-                return await self._wait(pending, on_notification)
+                reply = await self._wait(pending, on_notification)
+                answered = True
+                return reply
         except TimeoutError as exc:
             self._cancel_upstream(process, method, request_id)
             raise UpstreamError(FailureReason.TIMEOUT, f"{self.name}: {method} timed out ({timeout}s)") from exc
@@ -184,17 +187,9 @@ class StdioUpstream:
             self._cancel_upstream(process, method, request_id)
             raise
         finally:
-            self._pending.pop(request_id, None)
-            self._by_token.pop(token, None)
+            self._calls.remove(request_id, token, answered=answered)
 
-    def _register(self, request_id: int, token: str | None, original: Any) -> _Pending:
-        pending = _Pending(original)
-        self._pending[request_id] = pending
-        if token is not None:
-            self._by_token[token] = pending
-        return pending
-
-    async def _wait(self, pending: _Pending, on_notification: NotificationHandler | None) -> JsonObject:
+    async def _wait(self, pending: Pending, on_notification: NotificationHandler | None) -> JsonObject:
         while True:
             item = await pending.inbox.get()
             if isinstance(item, UpstreamError):
@@ -206,7 +201,7 @@ class StdioUpstream:
 
     async def _deliver(self, handler: NotificationHandler, message: JsonObject, original: Any) -> None:
         try:
-            await handler(restore_progress_token(message, original))
+            await handler(restore_progress_token(message, original) if message["method"] == PROGRESS else message)
         except Exception:  # the caller's handler must not break the exchange
             _log.exception("notification handler failed", backend=self.name)
 
@@ -251,7 +246,7 @@ class StdioUpstream:
     def _line_too_long(self, head: bytes) -> None:
         """Fail the request the line answered, when its id is readable from the line's head."""
         request_id = leading_id(head)
-        pending = self._pending.get(request_id) if request_id is not None else None
+        pending = self._calls.by_id.get(request_id) if request_id is not None else None
         _log.warning("backend line too long, dropped", backend=self.name, id=request_id, limit=self._max_line)
         if pending is not None:
             reason = f"{self.name}: reply over {self._max_line} bytes"
@@ -276,22 +271,30 @@ class StdioUpstream:
         elif kind == "notification":
             self._on_notification(message)
         elif kind == "request":
-            reply = answer_backend_request(message)
-            self._tasks.spawn(self._write_quietly_current(reply), "answer")
+            self._on_request(message)
         else:
             self._on_invalid(message)
+
+    def _on_request(self, message: JsonObject) -> None:
+        """Relay to the call it belongs to, if that is certain (stdio_calls.py)."""
+        call, why = self._calls.owner()
+        if message["method"] in RELAYED_METHODS and call is not None and self._process is not None:
+            assert call.on_request is not None
+            call.on_request(message, partial(self._write_quietly, self._process))
+            return
+        self._tasks.spawn(self._write_quietly_current(answer_backend_request(message, why)), "answer")
 
     def _on_invalid(self, message: Any) -> None:
         """E.g. a reply without `result` or `error`: if its id is pending, that call fails now."""
         request_id = message.get("id") if isinstance(message, dict) else None
-        pending = self._pending.get(request_id) if type(request_id) is int else None
+        pending = self._calls.by_id.get(request_id) if type(request_id) is int else None
         _log.warning("backend sent an invalid message", backend=self.name, id=repr(request_id)[:40])
         if pending is not None:
             pending.inbox.put_nowait(UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: not a JSON-RPC response"))
 
     def _on_response(self, message: JsonObject) -> None:
         request_id = message["id"]
-        pending = self._pending.get(request_id) if type(request_id) is int else None
+        pending = self._calls.by_id.get(request_id) if type(request_id) is int else None
         if pending is None:  # late (after a timeout) or bogus
             _log.warning("response to an unknown request", backend=self.name, id=repr(request_id))
             return
@@ -303,7 +306,9 @@ class StdioUpstream:
             self._list_changed.fire(method)
             return
         token = progress_token(message) if method == PROGRESS else None
-        pending = self._by_token.get(token) if isinstance(token, str) else None
+        pending = self._calls.by_token.get(token) if isinstance(token, str) else None
+        if method == MESSAGE:  # a log line names no call either (see stdio_calls)
+            pending = self._calls.owner()[0]
         if pending is not None:
             pending.inbox.put_nowait(message)
         else:
@@ -372,9 +377,9 @@ class StdioUpstream:
             exited.cancel()
 
     async def _handshake(self, process: Process) -> bool:
-        params = initialize_params(self._requested_version, self._client_info)
+        params = initialize_params(self._requested_version, self._client_info, ALL)
         try:
-            reply = await self._call(process, INITIALIZE, params, self._start_timeout, None)
+            reply = await self._call(process, INITIALIZE, params, self._start_timeout, (None, None))
             self.protocol_version = negotiated_version(self.name, reply)
             self.server_capabilities = server_capabilities(reply)
             await self._write(process, notification_message(INITIALIZED, None))
@@ -384,6 +389,4 @@ class StdioUpstream:
         return True
 
     def _fail_pending(self) -> None:
-        for pending in self._pending.values():
-            message = f"{self.name}: backend process exited"
-            pending.inbox.put_nowait(UpstreamError(FailureReason.UNAVAILABLE, message))
+        self._calls.fail_all(lambda: UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process exited"))

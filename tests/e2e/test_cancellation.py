@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
 import pytest
+from backend_fixtures import REPO_ROOT
 from conftest import RawClient, StartGateway, make_config, make_token, stdio_backend
 
 pytestmark = pytest.mark.timeout(60)
+
+SCRIPTED = REPO_ROOT / "tests" / "upstream" / "scripted_stdio_server.py"
 
 
 @pytest.fixture
@@ -67,3 +71,15 @@ async def test_another_session_cannot_cancel_my_request(client: RawClient, raw_c
     (status, body, _), _ = await asyncio.gather(client.post(call), _cancel_soon(other, call["id"]))
     assert status == 200
     assert body["result"]["isError"] is False
+
+
+async def test_the_backend_is_told_when_the_client_cancels(gateway: StartGateway, raw_client: Any) -> None:
+    scripted = {"name": "odd", "transport": "stdio", "command": [sys.executable, str(SCRIPTED)]}
+    running = await gateway(make_config([scripted]))
+    client = raw_client(running.url, make_token("acme"))
+    await client.initialize()
+    call = client.request("tools/call", {"name": "odd__hang", "arguments": {}})
+    (status, _, _), _ = await asyncio.gather(client.post(call), _cancel_soon(client, call["id"]))
+    assert status == 202
+    told = await client.call("tools/call", {"name": "odd__cancelled", "arguments": {}})
+    assert len(told["result"]["cancelled"]) == 1  # the backend's own id for the call, not the client's

@@ -348,3 +348,19 @@ async def test_a_session_in_use_on_one_replica_keeps_its_shared_key_alive(redis_
         with contextlib.suppress(asyncio.CancelledError):
             await flusher
         await replica.close()
+
+
+@needs_shared_redis
+async def test_a_sessions_capabilities_and_log_level_reach_every_replica(two: tuple[Replica, Replica]) -> None:
+    x, y = two
+    await y.listen()
+    session = await x.sessions.create(ALICE, "2025-11-25", frozenset({"sampling", "roots"}))
+    seen = await y.sessions.get(session.id)
+    assert seen is not None and seen.capabilities == {"sampling", "roots"} and seen.log_level is None
+    await x.sessions.set_log_level(session.id, "warning")
+
+    async def level_on_y() -> bool:
+        current = await y.sessions.get(session.id)
+        return current is not None and current.log_level == "warning" and current.capabilities == seen.capabilities
+
+    await eventually(level_on_y)

@@ -85,3 +85,18 @@ async def test_a_channel_that_cannot_send_fails_the_ask_without_waiting() -> Non
     with pytest.raises(ChannelClosed):
         await Closed(pending, "s").ask("roots/list", None, timeout=30)
     assert len(pending) == 0
+
+
+async def test_an_ask_given_up_is_withdrawn_from_the_client() -> None:
+    channel = ListChannel(PendingAsks(), "s")
+    with pytest.raises(TimeoutError):
+        await channel.ask("elicitation/create", {}, timeout=0.05)
+    asking = asyncio.create_task(channel.ask("sampling/createMessage", {}, timeout=30))
+    await asyncio.sleep(0)
+    asking.cancel()  # the call it served ended
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    await asyncio.sleep(0.01)
+    requests = [m for m in channel.sent if "id" in m]
+    withdrawn = [m for m in channel.sent if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in withdrawn] == [r["id"] for r in requests]

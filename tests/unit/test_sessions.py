@@ -171,3 +171,14 @@ def test_a_session_does_not_belong_to_another_subject_or_tenant() -> None:
     assert (session.belongs_to(Principal("acme", "bob")), session.belongs_to(Principal("globex", "alice"))) == (
         False, False,
     )
+
+
+async def test_a_session_keeps_the_clients_declared_capabilities_and_its_log_level() -> None:
+    sessions = store(Clock())
+    created = await sessions.create(ALICE, "2025-11-25", frozenset({"sampling"}))
+    assert created.capabilities == {"sampling"} and created.log_level is None
+    await sessions.set_log_level("s1", "error")
+    await sessions.set_log_level("no-such-session", "debug")  # nothing to change, nothing made
+    found = await sessions.get("s1")
+    assert found is not None and (found.capabilities, found.log_level) == ({"sampling"}, "error")
+    assert sessions.count() == 1

@@ -1,11 +1,12 @@
 """A deliberately odd stdio "MCP server" for the stdio upstream's tests (not a test module).
 
-It answers `initialize`, then treats `tools/call` names as scripts: `echo` returns its
-arguments, `noise` prints garbage lines first, `hang` never answers, `ask` sends the
-client a request and returns the client's reply, `list_changed` emits the notification,
-`stray` answers an unknown id before the real answer, `cancelled` returns the request ids
-of every notifications/cancelled seen so far, `env` returns the environment, `stderr`
-writes to stderr, `exit` exits with status 3. `--stubborn` ignores stdin EOF and SIGTERM.
+It answers `initialize`, lists a few of its scripts as tools, and treats `tools/call` names
+as scripts: `echo` returns its arguments, `noise` prints garbage lines first, `hang` never
+answers, `ask` sends the client a request (`method`, sampling by default) and returns the
+client's reply, `list_changed` emits the notification, `stray` answers an unknown id before
+the real answer, `cancelled` returns the request ids of every notifications/cancelled seen
+so far, `env` returns the environment, `stderr` writes to stderr, `exit` exits with status
+3. `--stubborn` ignores stdin EOF and SIGTERM.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def call(message: dict[str, Any]) -> None:
         print("[1, 2", flush=True)
         result(rid, {"echo": args})
     elif name == "ask":
-        send({"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage", "params": {}})
+        send({"jsonrpc": "2.0", "id": "srv-1", "method": args.get("method", "sampling/createMessage"), "params": {}})
         reply = json.loads(sys.stdin.readline())
         result(rid, {"reply": reply})
     elif name == "list_changed":
@@ -68,6 +69,9 @@ def handle(message: dict[str, Any]) -> None:
     method = message.get("method")
     if method == "initialize":
         initialize(message)
+    elif method == "tools/list":
+        tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("echo", "hang", "ask", "cancelled")]
+        result(message["id"], {"tools": tools})
     elif method == "tools/call":
         call(message)
     elif method == "notifications/cancelled":

@@ -398,7 +398,7 @@ async def test_a_large_sse_event_is_read_whole(fake: FakeBackend, make_http: Mak
 
 async def test_a_backend_request_on_the_stream_gets_method_not_found(fake: FakeBackend, make_http: MakeHttp) -> None:
     async def answer(request: web.Request, body: JsonObject) -> web.StreamResponse:
-        ask = {"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage", "params": {}}
+        ask = {"jsonrpc": "2.0", "id": "srv-1", "method": "experimental/whatever", "params": {}}
         return await sse(request, event(ask), event(result_for(body, {})))
 
     fake.answer = answer

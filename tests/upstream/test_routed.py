@@ -34,7 +34,7 @@ class FakeUpstream:
 
     async def request(self, method: str, params: JsonObject | None, *, timeout: float,  # noqa: ASYNC109
                       session_key: str = "", headers: Any = None,
-                      on_notification: NotificationHandler | None = None) -> JsonObject:
+                      on_notification: NotificationHandler | None = None, **_: Any) -> JsonObject:
         self.methods.append(method)
         try:
             return await self.behaviour(method, timeout, on_notification)
@@ -43,7 +43,7 @@ class FakeUpstream:
             raise
 
     async def start(self) -> None: ...
-    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "") -> None: ...
+    async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "", **_: Any) -> None: ...
     server_capabilities: JsonObject = {}
 
     def on_list_changed(self, callback: Any) -> None: ...

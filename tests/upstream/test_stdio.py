@@ -198,10 +198,12 @@ async def test_a_response_to_an_unknown_id_is_dropped(scripted: StdioUpstream) -
     assert (await call(scripted, "stray", n=7))["result"] == {"echo": {"n": 7}}
 
 
-async def test_a_backend_request_gets_method_not_found(scripted: StdioUpstream) -> None:
+async def test_a_backend_request_nobody_relays_is_refused(scripted: StdioUpstream) -> None:
     reply = (await call(scripted, "ask"))["result"]["reply"]
     assert reply["id"] == "srv-1"
-    assert reply["error"]["code"] == -32601
+    assert reply["error"]["code"] == -32600  # sampling, but this call relays nothing
+    unknown = (await call(scripted, "ask", method="experimental/whatever"))["result"]["reply"]
+    assert unknown["error"]["code"] == -32601
 
 
 async def test_list_changed_runs_the_registered_callbacks(scripted: StdioUpstream) -> None:
