@@ -157,6 +157,8 @@ async def test_capabilities_name_only_what_each_tenant_is_served(
     capabilities = {name: client.initialized["result"]["capabilities"]  # type: ignore[attr-defined]
                     for name, client in (("alpha", alpha), ("beta", beta), ("gamma", gamma))}
     changed = {"listChanged": True}
-    assert capabilities["gamma"] == {"tools": changed}
-    assert capabilities["alpha"] == {"tools": changed, "prompts": changed, "resources": changed}
-    assert capabilities["beta"] == {"tools": changed, "prompts": changed, "resources": changed, "completions": {}}
+    logging: dict[str, Any] = {}  # every tenant: the gateway keeps each client's level and filters by it
+    assert capabilities["gamma"] == {"tools": changed, "logging": logging}
+    assert capabilities["alpha"] == {"tools": changed, "prompts": changed, "resources": changed, "logging": logging}
+    assert capabilities["beta"] == {"tools": changed, "prompts": changed, "resources": changed, "completions": {},
+                                    "logging": logging}
