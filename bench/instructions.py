@@ -10,8 +10,10 @@ the timed scenarios in `python -m bench` stay the judge of speed.
 
 Each process is measured in its own run, under callgrind with counting switched on only
 around the measured load (`callgrind_control -i on/off`): the stub answering tools/call
-directly, then the gateway (in front of an unmeasured stub) answering the same calls.
-Counts are user space only: system calls and the kernel's share are not in them.
+directly, then the gateway (in front of an unmeasured stub) answering the same calls, once
+from clients with a session (2025-11-25) and once from stateless 2026-07-28 clients, each
+measured part dumped on its own. Counts are user space only: system calls and the kernel's
+share are not in them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bench.harness import Backend, gateway_config, start_gateway, start_stub
 from bench.loadgen import ClientProfile, LoadSpec, run_load
 from bench.procs import Managed, ProcessSet
 from bench.scenarios import echo_profile
+from bench.stateless import MODERN_VERSIONS
 from bench.stub_backend import PROMPT_NAME, RESOURCE_PREFIX
 
 TOOLS = 10
@@ -39,6 +42,8 @@ STARTUP_TIMEOUT = 300.0
 REQUIRED = ("valgrind", "callgrind_control")
 METHODS = {"echo": "tools/call", "read": "resources/read", "prompt": "prompts/get"}
 """The --op choices and the method each measures."""
+SESSION_VERSION = "2025-11-25"
+STATELESS_VERSION = MODERN_VERSIONS[-1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,12 +63,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with ProcessSet(workdir) as procs:
             direct = measure_stub(procs, workdir, args.calls, args.op)
-            gateway = measure_gateway(procs, workdir, args.calls, args.op)
+            session, stateless = measure_gateway(procs, workdir, args.calls, args.op)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"instructions per {METHODS[args.op]} ({args.calls} calls, concurrency {CONCURRENCY}):")
-    print(f"  direct to the stub   {direct:>12,.0f}")
-    print(f"  through the gateway  {gateway:>12,.0f}  ({gateway / direct:.2f}x the stub's)")
+    print(f"instructions per {METHODS[args.op]} ({args.calls} calls, concurrency {CONCURRENCY}; "
+          f"session clients at {SESSION_VERSION}, stateless ones at {STATELESS_VERSION}):")
+    print(f"  direct to the stub                {direct:>12,.0f}")
+    for path, count in (("session", session), ("stateless", stateless)):
+        print(f"  through the gateway ({path + ')':<10}   {count:>12,.0f}  ({count / direct:.2f}x the stub's)")
     return 0
 
 
@@ -73,11 +80,14 @@ def measure_stub(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo")
     return _count(stub.managed, workdir / "stub.out", backend.url, backend, calls, op, via_gateway=False)
 
 
-def measure_gateway(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo") -> float:
+def measure_gateway(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo") -> tuple[float, float]:
+    """Per call through one gateway process: from session clients, then from stateless (2026) ones."""
     backend = start_stub(procs, tools=TOOLS, name="stub").backends[0]
-    gateway = start_gateway(procs, gateway_config([backend]), timeout=STARTUP_TIMEOUT,
-                            wrapper=_callgrind(workdir / "gateway.out"))
-    return _count(gateway.managed, workdir / "gateway.out", gateway.url, backend, calls, op, via_gateway=True)
+    out = workdir / "gateway.out"
+    gateway = start_gateway(procs, gateway_config([backend]), timeout=STARTUP_TIMEOUT, wrapper=_callgrind(out))
+    session, stateless = (_count(gateway.managed, out, gateway.url, backend, calls, op, via_gateway=True,
+                                 version=version) for version in (SESSION_VERSION, STATELESS_VERSION))
+    return session, stateless
 
 
 def profile(op: str, backend: Backend, *, via_gateway: bool) -> ClientProfile:
@@ -94,19 +104,20 @@ def _callgrind(out: Path) -> list[str]:
 
 
 def _count(managed: Managed, out: Path, url: str, backend: Backend, calls: int, op: str, *,
-           via_gateway: bool) -> float:
+           via_gateway: bool, version: str = SESSION_VERSION) -> float:
     """Instructions the process spent per call of `calls` measured ones (every reply checked)."""
     profiles = (profile(op, backend, via_gateway=via_gateway),)
     run_load(LoadSpec(url=url, op=op, requests=WARMUP_CALLS, concurrency=CONCURRENCY, profiles=profiles,
-                      timeout=120))
+                      timeout=120, protocol_version=version))
+    earlier = _dumps(out)
     _control("-i", "on", managed)
     result = run_load(LoadSpec(url=url, op=op, requests=calls, concurrency=CONCURRENCY, profiles=profiles,
-                               warmup=0, timeout=120))
+                               warmup=0, timeout=120, protocol_version=version))
     _control("-i", "off", managed)
     _control("-d", None, managed)
     if result.errors:
         raise SystemExit(f"{result.errors} wrong replies: {result.error_samples}")
-    return _total(out) / result.requests
+    return _total(_dumps(out) - earlier, out) / result.requests
 
 
 def _control(option: str, value: str | None, managed: Managed) -> None:
@@ -114,9 +125,13 @@ def _control(option: str, value: str | None, managed: Managed) -> None:
     subprocess.run(argv, check=True, capture_output=True, timeout=120)
 
 
-def _total(out: Path) -> int:
-    """The largest `totals:` of the dumps callgrind wrote for this process (the measured part)."""
-    totals = [int(line.split()[1]) for dump in out.parent.glob(out.name + "*")
+def _dumps(out: Path) -> set[Path]:
+    return set(out.parent.glob(out.name + "*"))
+
+
+def _total(dumps: set[Path], out: Path) -> int:
+    """The largest `totals:` of these dumps (those written for the measured part)."""
+    totals = [int(line.split()[1]) for dump in dumps
               for line in dump.read_text().splitlines() if line.startswith("totals:")]
     if not totals or max(totals) == 0:
         raise SystemExit(f"callgrind counted nothing in {out}* (was instrumentation switched on?)")

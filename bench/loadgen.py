@@ -4,6 +4,8 @@ Each virtual user (VU) is one MCP client: its own connection (so a session stays
 gateway worker even when sessions are not shared), its own handshake (`initialize` +
 `notifications/initialized`, keeping `Mcp-Session-Id`, sending `MCP-Protocol-Version` and
 `Authorization` when given), then requests back to back until the run's count is used up.
+At protocol version 2026-07-28 there is no handshake and no session: each request carries
+the envelope and the routing headers instead (`bench.stateless`).
 
 Operations:
 - `echo`: `tools/call` on a stub echo tool with a unique per-request value; the reply must
@@ -31,16 +33,15 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench.replies import CheckFailed, check_call, decode, expect_result, request
+from bench.stateless import enveloped, is_stateless, routing_headers
+
 PROTOCOL_VERSION = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 MAX_ERROR_SAMPLES = 5
 BARRIER_TIMEOUT = 60.0
 OPS = ("echo", "add", "list", "read", "prompt")
 """tools/call of the echo or add tools, a full tools/list, resources/read, prompts/get."""
-
-
-class CheckFailed(Exception):
-    """A reply that is not the right answer to its own request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +242,7 @@ class VirtualUser:
         self.nonce = nonce
         self.result = result
         self.session_id: str | None = None
+        self.stateless = is_stateless(spec.protocol_version)
         self.ids = itertools.count(1)
         self.pages: dict[str | None, tuple[bytes, tuple[str, ...], str | None]] = {}  # see _list_page
         # One connection per VU: it pins the MCP session to one server process (see module doc).
@@ -275,24 +277,28 @@ class VirtualUser:
             self.result.latencies.append(time.perf_counter() - started)
             self.result.requests += 1
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, message: dict[str, Any]) -> dict[str, str]:
         headers = {"Accept": ACCEPT, "Content-Type": "application/json"}
         if self.profile.token:
             headers["Authorization"] = f"Bearer {self.profile.token}"
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
             headers["MCP-Protocol-Version"] = self.spec.protocol_version
+        elif self.stateless:
+            headers.update(routing_headers(message, self.spec.protocol_version))
         return headers
 
     async def _handshake(self) -> None:
+        if self.stateless:
+            return  # 2026-07-28: every request stands alone
         params = {"protocolVersion": self.spec.protocol_version, "capabilities": {},
                   "clientInfo": {"name": "bench-loadgen", "version": "1.0.0"}}
-        reply, headers = await self._post(_request(0, "initialize", params))
-        _expect_result(reply, 0)
+        reply, headers = await self._post(request(0, "initialize", params))
+        expect_result(reply, 0)
         self.session_id = headers.get("Mcp-Session-Id")
         if not self.session_id:
             raise CheckFailed("initialize gave no Mcp-Session-Id")
-        status, _ = await self._send(orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        status, _ = await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if status != 202:
             raise CheckFailed(f"notifications/initialized got HTTP {status}")
 
@@ -309,20 +315,20 @@ class VirtualUser:
             arguments: dict[str, Any] = {"value": f"{self.nonce}-{index}-{message_id}", "n": index}
         else:
             arguments = {"a": index, "b": 0.25}  # a + b is exact in binary floating point
-        reply, _ = await self._post(_request(message_id, "tools/call", {"name": tool, "arguments": arguments}))
-        _check_call(self.spec.op, _expect_result(reply, message_id), arguments)
+        reply, _ = await self._post(request(message_id, "tools/call", {"name": tool, "arguments": arguments}))
+        check_call(self.spec.op, expect_result(reply, message_id), arguments)
 
     async def _read_or_prompt(self, target: str, message_id: int, value: str) -> None:
         """resources/read of `<target><value>`, or prompts/get of `target`: either answers with `value`."""
         if self.spec.op == "read":
-            reply, _ = await self._post(_request(message_id, "resources/read", {"uri": target + value}))
-            content = _expect_result(reply, message_id)["contents"][0]
+            reply, _ = await self._post(request(message_id, "resources/read", {"uri": target + value}))
+            content = expect_result(reply, message_id)["contents"][0]
             if content != {"uri": target + value, "mimeType": "text/plain", "text": value}:
                 raise CheckFailed(f"resources/read gave {content}")
             return
         params = {"name": target, "arguments": {"value": value}}
-        reply, _ = await self._post(_request(message_id, "prompts/get", params))
-        if _expect_result(reply, message_id)["messages"][0]["content"].get("text") != value:
+        reply, _ = await self._post(request(message_id, "prompts/get", params))
+        if expect_result(reply, message_id)["messages"][0]["content"].get("text") != value:
             raise CheckFailed("prompts/get text differs from the value")
 
     async def _list_all(self) -> None:
@@ -344,8 +350,8 @@ class VirtualUser:
         it, so a reply whose result is byte-identical to one this VU already decoded and
         checked, after an envelope carrying our own id, is accepted without decoding again.
         """
-        status, (body, content_type, _) = await self._send(orjson.dumps(
-            _request(message_id, "tools/list", {"cursor": cursor} if cursor else None)))
+        status, (body, content_type, _) = await self._send(
+            request(message_id, "tools/list", {"cursor": cursor} if cursor else None))
         if status != 200:
             raise CheckFailed(f"HTTP {status}: {body[:200]!r}")
         envelope = b'{"jsonrpc":"2.0","id":%d,"result":' % message_id
@@ -353,68 +359,22 @@ class VirtualUser:
         known = self.pages.get(cursor)
         if raw is not None and known is not None and known[0] == raw:
             return known[1], known[2]
-        result = _expect_result(_decode(body, content_type, message_id), message_id)
+        result = expect_result(decode(body, content_type, message_id), message_id)
         page = tuple(tool["name"] for tool in result["tools"]), result.get("nextCursor")
         if raw is not None:
             self.pages[cursor] = (raw, *page)
         return page
 
     async def _post(self, message: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-        status, response = await self._send(orjson.dumps(message))
+        status, response = await self._send(message)
         body, content_type, headers = response
         if status != 200:
             raise CheckFailed(f"HTTP {status}: {body[:200]!r}")
-        return _decode(body, content_type, message["id"]), headers
+        return decode(body, content_type, message["id"]), headers
 
-    async def _send(self, body: bytes) -> tuple[int, tuple[bytes, str, Any]]:
+    async def _send(self, message: dict[str, Any]) -> tuple[int, tuple[bytes, str, Any]]:
         self.result.http_requests += 1
-        async with self.http.post(self.spec.url, data=body, headers=self._headers()) as response:
+        body = orjson.dumps(enveloped(message, self.spec.protocol_version) if self.stateless else message)
+        async with self.http.post(self.spec.url, data=body, headers=self._headers(message)) as response:
             raw = await response.read()
             return response.status, (raw, response.content_type, response.headers)
-
-
-# ---------------------------------------------------------------- messages and checks
-
-
-def _request(message_id: int, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": message_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def _decode(body: bytes, content_type: str, message_id: int) -> dict[str, Any]:
-    """The reply to `message_id`, from a JSON body or from the events of an SSE body."""
-    if content_type == "application/json":
-        return orjson.loads(body)
-    if content_type != "text/event-stream":
-        raise CheckFailed(f"unexpected Content-Type {content_type}")
-    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
-        data = b"\n".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
-        if data:
-            message = orjson.loads(data)
-            if isinstance(message, dict) and message.get("id") == message_id:
-                return message
-    raise CheckFailed("SSE reply carried no response to our id")
-
-
-def _expect_result(reply: Any, message_id: int) -> dict[str, Any]:
-    if not isinstance(reply, dict) or reply.get("id") != message_id:
-        raise CheckFailed(f"reply id {reply.get('id') if isinstance(reply, dict) else None!r} != {message_id}")
-    if "result" not in reply:
-        raise CheckFailed(f"error reply: {reply.get('error')}")
-    return reply["result"]
-
-
-def _check_call(op: str, result: dict[str, Any], arguments: dict[str, Any]) -> None:
-    if result.get("isError"):
-        raise CheckFailed(f"tool error: {result.get('content')}")
-    if op == "add":
-        if result.get("structuredContent") != {"result": arguments["a"] + arguments["b"]}:
-            raise CheckFailed(f"add gave {result.get('structuredContent')}")
-        return
-    if result.get("structuredContent") != arguments:
-        raise CheckFailed("echo structuredContent differs from the arguments")
-    content = result.get("content") or [{}]
-    if orjson.loads(content[0].get("text", "null")) != arguments:
-        raise CheckFailed("echo text differs from the arguments")

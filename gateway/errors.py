@@ -6,6 +6,9 @@
     ├── MethodNotFound                -32601, 200   unknown method
     ├── InvalidParams                 -32602, 200   missing/bad params, unknown tool or prompt, bad cursor
     ├── ResourceNotFound              -32002, 200   resources/read of a URI the tenant has not got
+    ├── HeaderMismatch                -32020, 400   2026-07-28: a routing header is missing or differs from the body
+    ├── MissingClientCapability       -32021, 400   2026-07-28: data.requiredCapabilities
+    ├── UnsupportedProtocolVersion    -32022, 400   2026-07-28: data.supported, data.requested
     ├── InternalError                 -32603, 200   unexpected failure (details only in the log)
     │   └── BackendError              -32603, 200   data.reason: a FailureReason (timeout | unavailable |
     │                                               circuit_open | overloaded | bad_response)
@@ -14,6 +17,7 @@
         ├── Unauthorized              401 + WWW-Authenticate
         ├── Forbidden                 403 (unknown tenant, missing scope, bad Origin/Host)
         ├── NotFound                  404 (unknown or ended session)
+        ├── MethodNotAllowed          405 + Allow: POST (GET or DELETE at 2026-07-28)
         ├── NotAcceptable             406 (Accept lacks json or event-stream)
         ├── RequestTimeout            408 (body not sent within server.body_timeout_seconds)
         ├── Conflict                  409 (a second GET stream for one session)
@@ -24,6 +28,8 @@
         │                             in_flight, batch_size); a batch member gets -32603, data.reason "limit"
         └── ServiceUnavailable        503 (the process's connection cap is reached)
 
+At 2026-07-28 a JSON reply's HTTP status follows its JSON-RPC code instead (-32601 404, the
+other client errors 400: `protocol.eras.http_status`).
 The codes come from `protocol.spec`. `protocol.jsonrpc.error_response` turns an error into
 its JSON-RPC error object, and `transport.errors` is the one place an error that escaped a
 handler becomes an HTTP reply; foreign exceptions are translated where they enter
@@ -94,6 +100,24 @@ class ResourceNotFound(GatewayError):
         super().__init__("Resource not found", data={"uri": uri})
 
 
+class HeaderMismatch(GatewayError):
+    code, http_status = spec.HEADER_MISMATCH, 400
+
+
+class MissingClientCapability(GatewayError):
+    code, http_status = spec.MISSING_CLIENT_CAPABILITY, 400
+
+    def __init__(self, required: dict[str, Any]) -> None:
+        super().__init__("Missing required client capability", data={"requiredCapabilities": required})
+
+
+class UnsupportedProtocolVersion(GatewayError):
+    code, http_status = spec.UNSUPPORTED_PROTOCOL_VERSION, 400
+
+    def __init__(self, requested: str, supported: list[str]) -> None:
+        super().__init__("Unsupported protocol version", data={"supported": supported, "requested": requested})
+
+
 class InternalError(GatewayError):
     code = spec.INTERNAL_ERROR
 
@@ -135,6 +159,10 @@ class Forbidden(HttpError):
 
 class NotFound(HttpError):
     http_status = 404
+
+
+class MethodNotAllowed(HttpError):
+    http_status = 405
 
 
 class NotAcceptable(HttpError):

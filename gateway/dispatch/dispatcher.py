@@ -19,8 +19,9 @@ from gateway.dispatch.completion import CompletionMethods
 from gateway.dispatch.forward import Forwarder, PassThrough
 from gateway.dispatch.prompts import PromptMethods
 from gateway.dispatch.resources import ResourceMethods
+from gateway.dispatch.stateless import StatelessRules
 from gateway.dispatch.tools import ToolMethods
-from gateway.errors import BackendError, GatewayError, InternalError, MethodNotFound
+from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.logs import clip
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
@@ -48,8 +49,10 @@ class Dispatcher:
         self.pool = pool
         self.list_changed = list_changed
         forwarder = Forwarder(config=config, pool=pool, metrics=metrics)
+        self.stateless = StatelessRules(server_info=SERVER_INFO)
         tools = ToolMethods(catalogue=catalogue, forwarder=forwarder,
-                            validate_arguments=config.catalogue.validate_arguments)
+                            validate_arguments=config.catalogue.validate_arguments,
+                            server_info=self.stateless.server_info)
         prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder)
         resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder)
         self._methods: dict[str, Handler] = {
@@ -66,6 +69,7 @@ class Dispatcher:
             spec.LOGGING_SET_LEVEL: self._set_level,
         }
         self._levels = LevelSetter(config, pool.get)
+        self._stateless_methods = self.stateless.methods(self._methods, self._discover)
 
     async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
         """The reply to a request, or None for a notification or a response."""
@@ -73,15 +77,25 @@ class Dispatcher:
             return None
         assert message.id is not None and message.method is not None
         started = time.perf_counter()
+        envelope = ctx.envelope  # None: a session's request; else a 2026-07-28 one
         try:
-            handler = self._methods.get(message.method)
+            handler = (self._methods if envelope is None else self._stateless_methods).get(message.method)
             if handler is None:
                 raise MethodNotFound(f"Method not found: {message.method[:200]}")
-            return jsonrpc.result_response(message.id, await handler(message, ctx))
+            if envelope is None:
+                return jsonrpc.result_response(message.id, await handler(message, ctx))
+            if self.stateless.required:
+                self.stateless.require(message.method, envelope)
+            result = self.stateless.complete(message.method, await handler(message, ctx),
+                                             self.catalogue.current.version)
+            return jsonrpc.result_response(message.id, result)
         except PassThrough as passed:
-            return {"jsonrpc": "2.0", "id": message.id, "error": passed.error}
+            error = passed.error if envelope is None else self.stateless.passed_error(passed.error)
+            return {"jsonrpc": "2.0", "id": message.id, "error": error}
         except GatewayError as exc:
             ctx.outcome = _outcome(exc)
+            if envelope is not None and isinstance(exc, ResourceNotFound):  # 2026 has no -32002
+                exc = InvalidParams(exc.message, data=exc.data)
             return jsonrpc.error_response(message.id, exc)
         except Exception:
             log.exception("dispatch_failed", method=clip(message.method), request_id=ctx.request_id)
@@ -102,8 +116,14 @@ class Dispatcher:
             "instructions": INSTRUCTIONS,
         }
 
+    async def _discover(self, message: Message, ctx: RequestContext) -> JsonObject:
+        return self.stateless.discover(self.capabilities(ctx), INSTRUCTIONS)
+
     def capabilities(self, ctx: RequestContext) -> JsonObject:
-        """What this tenant is served: prompts, resources and completions only when one of its backends has them."""
+        """What this tenant is served: prompts, resources and completions only when one of its backends has them.
+
+        initialize states it; server/discover derives its 2026 form from it.
+        """
         view = self.catalogue.view(ctx.tenant)
         changed = {"listChanged": self.list_changed}
         capabilities: JsonObject = {"tools": changed}

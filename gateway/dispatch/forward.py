@@ -18,6 +18,7 @@ import structlog
 from gateway.client_logs import client_notifier
 from gateway.config import Backend, Config
 from gateway.errors import BackendError, FailureReason, InvalidParams
+from gateway.protocol import eras
 from gateway.protocol.jsonrpc import JsonObject
 from gateway.relay import ClientRelay
 from gateway.tenancy import RequestContext, upstream_headers
@@ -51,8 +52,11 @@ class Forwarder:
     async def forward(self, backend: Backend, method: str, params: JsonObject, ctx: RequestContext) -> JsonObject:
         """The backend's result object; its JSON-RPC error is raised as PassThrough.
 
-        One coroutine from here to the upstream: this is every tools/call's path.
+        One coroutine from here to the upstream: this is every tools/call's path. `params` is this
+        call's own dict (a 2026 request's envelope keys leave its `_meta` here).
         """
+        if ctx.envelope is not None:
+            _without_envelope(params, ctx.traceparent)
         started = time.perf_counter()
         relay = ClientRelay(ctx, timeout=backend.timeout_seconds, metrics=self.metrics)  # the backend's questions
         try:
@@ -96,6 +100,17 @@ def bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
     log.warning("backend_call_failed", backend=backend, reason=FailureReason.BAD_RESPONSE, error=detail,
                 request_id=ctx.request_id)
     return BackendError(backend, FailureReason.BAD_RESPONSE, detail)
+
+
+def _without_envelope(params: JsonObject, traceparent: str | None) -> None:
+    """A 2026 request's `_meta` as a backend gets it (`eras.forwarded_meta`); none when nothing is left."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict):
+        forwarded = eras.forwarded_meta(meta, traceparent)
+        if forwarded is None:
+            del params["_meta"]
+        else:
+            params["_meta"] = forwarded
 
 
 def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:

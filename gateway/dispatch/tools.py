@@ -10,16 +10,18 @@ from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.uris import rewrite_blocks
 from gateway.dispatch.forward import Forwarder, encoded
 from gateway.errors import InvalidParams
-from gateway.protocol import spec
+from gateway.protocol import eras, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext
 
 
 class ToolMethods:
-    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, validate_arguments: bool) -> None:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, validate_arguments: bool,
+                 server_info: Any = None) -> None:
         self.catalogue = catalogue
         self.forwarder = forwarder
         self.validate_arguments = validate_arguments
+        self.server_info = server_info  # what a 2026 reply names as its server (StatelessRules.server_info)
 
     async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
@@ -48,4 +50,6 @@ class ToolMethods:
         if result.get("isError"):
             ctx.outcome = "tool_error"
         rewrite_blocks(result.get("content"), backend.namespace)  # resource links name gateway URIs
+        if ctx.envelope is not None:  # completed before it is encoded (StatelessRules.complete)
+            result = eras.completed(result, self.server_info, in_place=True)  # a fresh reply: ours
         return encoded(entry.backend, result, ctx)

@@ -24,6 +24,9 @@ DEFAULT_HEADER_VERSION: Final = "2025-03-26"
 BATCH_VERSIONS: Final = frozenset({"2025-03-26"})
 """Revisions whose clients may send JSON-RPC batches (removed in 2025-06-18)."""
 
+MODERN_VERSIONS: Final = ("2026-07-28",)
+"""Stateless revisions: no handshake, the version and capabilities ride in every request's `_meta`."""
+
 # ---------------------------------------------------------------- HTTP headers and media types
 
 SESSION_HEADER: Final = "Mcp-Session-Id"
@@ -40,6 +43,24 @@ METHOD_HEADER: Final = "Mcp-Method"
 
 NAME_HEADER: Final = "Mcp-Name"
 """2026-07-28: `params.name` (tools/call, prompts/get) or `params.uri` (resources/read) as a header."""
+
+PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
+"""2026-07-28: a tools/call argument whose inputSchema property names `x-mcp-header: X`, as `Mcp-Param-X`."""
+
+X_MCP_HEADER: Final = "x-mcp-header"
+"""2026-07-28: the inputSchema property annotation naming a tools/call argument's header."""
+
+# ---------------------------------------------------------------- 2026-07-28 `_meta` keys
+
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+"""Required in every 2026-07-28 request's `_meta`."""
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+"""Required in every 2026-07-28 request's `_meta` (`{}`: none); never inferred from earlier requests."""
+CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+"""Optional: the request wants `notifications/message` at this level or above (none without it)."""
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+"""In every 2026-07-28 result's `_meta`: who answered."""
 
 JSON: Final = "application/json"
 SSE: Final = "text/event-stream"

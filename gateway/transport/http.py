@@ -16,7 +16,9 @@ from aiohttp import web
 from gateway.config import Config
 from gateway.errors import (
     BadRequest,
+    GatewayError,
     InvalidRequest,
+    MethodNotAllowed,
     NotAcceptable,
     NotFound,
     ParseError,
@@ -24,14 +26,16 @@ from gateway.errors import (
     RequestTimeout,
     UnsupportedMediaType,
 )
-from gateway.protocol import jsonrpc, spec
+from gateway.protocol import eras, jsonrpc, spec
 from gateway.protocol.capabilities import declared
 from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.protocol.routing_headers import VERSION_KEY
 from gateway.protocol.sse import encode_event
 from gateway.tenancy import Principal, RequestContext
 from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
 from gateway.transport.credentials import HttpCredentials
 from gateway.transport.exchange import Caller, Exchange
+from gateway.transport.modern import StatelessChannel, StatelessRequests, error_reply, reply_status
 from gateway.transport.requestlog import CONTEXT, PRINCIPAL, REQUEST_ID, TRACEPARENT, stream_headers
 from gateway.transport.sessions import Session, SessionStore
 from gateway.transport.streams import StreamHub
@@ -49,6 +53,7 @@ class McpEndpoint:
     exchange: Exchange
     sessions: SessionStore
     streams: StreamHub
+    stateless: StatelessRequests
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -57,6 +62,7 @@ class McpEndpoint:
 
     def bind(self, *, exchange: Exchange, sessions: SessionStore, streams: StreamHub) -> None:
         self.exchange, self.sessions, self.streams = exchange, sessions, streams
+        self.stateless = StatelessRequests(exchange)
 
     def add_routes(self, app: web.Application) -> None:
         path = self.config.server.path
@@ -73,6 +79,8 @@ class McpEndpoint:
         # _admit's two steps, inline: one coroutine fewer on every call
         principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
         caller = principal, await self.exchange.admit(principal, data)
+        if _stateless(request, data):
+            return await self._post_stateless(request, caller, data)
         if isinstance(data, list):
             return await self._post_batch(request, caller, data)
         message = jsonrpc.parse_message(data)
@@ -111,10 +119,39 @@ class McpEndpoint:
         replies = await self.exchange.handle_batch(items, ctx)
         return _json(replies) if replies else web.Response(status=202)
 
+    async def _post_stateless(self, request: web.Request, caller: Caller, data: Any) -> web.StreamResponse:
+        """A 2026-07-28 request: no session; its refusals and errors carry their own HTTP status."""
+        traceparent = request[TRACEPARENT]
+        try:
+            admitted = self.stateless.admit(data, request.headers, caller, request[REQUEST_ID], traceparent)
+        except GatewayError as exc:
+            return _json(error_reply(jsonrpc.id_of(data), exc), status=eras.http_status(exc.code))
+        if admitted is None:
+            return web.Response(status=202)
+        message, ctx = admitted
+        request[CONTEXT] = ctx
+        if ctx.traceparent is not traceparent:  # _meta's: the log line shows the trace the backends continue
+            request[TRACEPARENT] = ctx.traceparent  # type: ignore[assignment]
+        self.exchange.take_slot(caller[1])  # the tenant's in-flight budget, as for a session's request
+        try:
+            stream = PostStream(request, self.exchange.asks, "")
+            ctx.channel = StatelessChannel(stream, ctx.envelope)
+            if _wants_progress(message):
+                await stream.open()
+            reply = await self.stateless.run(message, ctx)
+            if not stream.streaming:
+                if reply is None:
+                    return web.Response(status=202)
+                return _json(reply, status=reply_status(reply) if "error" in reply else 200)
+            return await stream.finish(reply)
+        finally:
+            self.exchange.release_slot(caller[1])
+
     # ---------------------------------------------------------------- GET and DELETE
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         """The session's server-to-client stream (e.g. notifications/tools/list_changed)."""
+        await self._refuse_stateless(request)
         _require_accept(request, spec.SSE)
         caller = await self._admit(request, None)
         session = await self._session(request, caller[0])
@@ -131,6 +168,7 @@ class McpEndpoint:
             self.streams.detach(session.id, queue)
 
     async def delete(self, request: web.Request) -> web.Response:
+        await self._refuse_stateless(request)
         caller = await self._admit(request, None)
         session = await self._session(request, caller[0])
         await self.sessions.delete(session.id)  # its end listeners drop its stream and pending asks
@@ -163,12 +201,17 @@ class McpEndpoint:
         principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
         return principal, await self.exchange.admit(principal, data)
 
+    async def _refuse_stateless(self, request: web.Request) -> None:
+        """2026-07-28 has no GET stream and no session to DELETE: 405 (once the caller is admitted)."""
+        if eras.is_modern(request.headers.get(VERSION_KEY)):
+            await self._admit(request, None)
+            raise MethodNotAllowed("Method Not Allowed: a 2026-07-28 request is a POST", headers={"Allow": "POST"})
+
     async def _session(self, request: web.Request, principal: Principal) -> Session:
         """The request's session; missing → 400, unknown, ended or someone else's → 404."""
         session_id = request.headers.get(spec.SESSION_HEADER)
         if not session_id:
             raise BadRequest("Bad Request: Mcp-Session-Id header is required")
-        _check_version_header(request)
         session = await self.sessions.get(session_id)
         if session is None or not session.belongs_to(principal):
             raise NotFound("Not Found: unknown or ended session")
@@ -282,11 +325,12 @@ def _media_types(accept: str) -> frozenset[str]:
     return frozenset(part.split(";", 1)[0].strip().lower() for part in accept.split(","))
 
 
-def _check_version_header(request: web.Request) -> None:
-    version = request.headers.get(spec.VERSION_HEADER)
-    if version is not None and version not in spec.SUPPORTED_VERSIONS:
-        raise BadRequest(f"Bad Request: unsupported MCP-Protocol-Version {version[:40]!r}")
+def _stateless(request: web.Request, data: Any) -> bool:
+    """The era, header first: a version header that names no handshake-era version means 2026, and
+    so does a header-less body whose envelope names one (its ladder then finds the header missing)."""
+    version = request.headers.get(VERSION_KEY)
+    return eras.is_modern(version) or (version is None and eras.claims_modern(data))
 
 
-def _json(reply: Any, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=jsonrpc.dumps(reply), content_type=spec.JSON, headers=headers)
+def _json(reply: Any, headers: dict[str, str] | None = None, status: int = 200) -> web.Response:
+    return web.Response(body=jsonrpc.dumps(reply), status=status, content_type=spec.JSON, headers=headers)

@@ -1,0 +1,107 @@
+"""What the dispatcher does differently for a 2026-07-28 request.
+
+- Methods: the handshake-era ones minus those 2026 removed (`initialize`, `ping`, …), plus
+  `server/discover`; any other is unknown (-32601).
+- Client capabilities: a method may need some (`REQUIRED_CLIENT_CAPABILITIES`); a request whose
+  own envelope lacks them gets -32021 naming them. None of today's methods needs one: a
+  backend's sampling, elicitation or roots request during a 2026 call is answered with an error
+  by the request's channel (no server-to-client requests at 2026) until multi-round trips exist.
+- Results: `resultType` and the gateway's serverInfo on every one, cache hints on list results.
+  A list page the catalogue pre-encoded gets its 2026 form once per catalogue version, not per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+
+from gateway.errors import MissingClientCapability
+from gateway.protocol import eras, spec
+from gateway.protocol.eras import Envelope, JsonObject
+from gateway.protocol.jsonrpc import Message
+from gateway.tenancy import RequestContext
+
+Handler = Callable[[Message, RequestContext], Awaitable[Any]]
+
+CACHE_TTL_MS = 5_000
+"""How long a 2026 client may reuse a list or discover result. Short: without subscriptions/listen
+the client hears of no change, and the catalogue refreshes in the background."""
+
+CACHE_SCOPE = "private"
+"""Views are filtered per tenant, so no cache may share them across callers."""
+
+LIST_PAGES = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
+"""Methods whose results the catalogue pre-encodes (gateway-built: no `_meta` of their own)."""
+
+REQUIRED_CLIENT_CAPABILITIES: Mapping[str, JsonObject] = {}
+"""Method → the client capabilities it cannot be served without (none today)."""
+
+
+class StatelessRules:
+    """The dispatcher's 2026-07-28 method table, capability checks and result forms."""
+
+    def __init__(self, *, server_info: JsonObject,
+                 required: Mapping[str, JsonObject] = REQUIRED_CLIENT_CAPABILITIES) -> None:
+        self.server_info = orjson.Fragment(orjson.dumps(server_info))  # encoded once, not in every result
+        self.required = dict(required)
+        self._tail = eras.page_tail(server_info, CACHE_TTL_MS, CACHE_SCOPE)
+        self._pages: dict[orjson.Fragment, orjson.Fragment] = {}
+        self._version = ""
+
+    def methods(self, handshake: Mapping[str, Handler], discover: Handler) -> dict[str, Handler]:
+        """The methods a 2026 request may call: exactly these, so discover's capabilities can match them."""
+        table = {method: handler for method, handler in handshake.items() if method not in eras.REMOVED_METHODS}
+        table[spec.SERVER_DISCOVER] = discover
+        return table
+
+    def require(self, method: str, envelope: Envelope) -> None:
+        """-32021 when the method needs a client capability this request did not declare."""
+        needed = self.required.get(method)
+        if needed:
+            missing = eras.missing_capabilities(needed, envelope.client_capabilities)
+            if missing:
+                raise MissingClientCapability(missing)
+
+    def discover(self, capabilities: Mapping[str, Any], instructions: str) -> JsonObject:
+        """`server/discover`: the versions served, and what this tenant is served at 2026."""
+        return {"supportedVersions": list(eras.SERVED_VERSIONS),
+                "capabilities": eras.stateless_capabilities(capabilities),
+                "instructions": instructions}
+
+    def complete(self, method: str, result: Any, catalogue_version: str) -> Any:
+        """A handler's result in its 2026 form.
+
+        A pre-encoded result of another method than a list is a backend's reply: decoded, completed
+        and encoded again; except a tools/call's, the hot one, which its handler completes before
+        encoding it (`ToolMethods.call`).
+        """
+        if isinstance(result, orjson.Fragment):
+            if method in LIST_PAGES:
+                return self._page(result, catalogue_version)
+            if method == spec.TOOLS_CALL:
+                return result
+            result = orjson.loads(orjson.dumps(result))
+        return self.completed(method, result)
+
+    def passed_error(self, error: orjson.Fragment) -> Any:
+        """A backend's own error as a 2026 client gets it: decoded (its code sets the HTTP status), and
+        -32002 (resource not found, which 2026 no longer has) as -32602."""
+        decoded = orjson.loads(orjson.dumps(error))
+        if isinstance(decoded, dict) and decoded.get("code") == spec.RESOURCE_NOT_FOUND:
+            decoded["code"] = spec.INVALID_PARAMS
+        return decoded
+
+    def completed(self, method: str, result: JsonObject) -> JsonObject:
+        if method in eras.CACHEABLE and "ttlMs" not in result:
+            result = {**result, "ttlMs": CACHE_TTL_MS, "cacheScope": CACHE_SCOPE}
+        return eras.completed(result, self.server_info)
+
+    def _page(self, page: orjson.Fragment, catalogue_version: str) -> orjson.Fragment:
+        if catalogue_version != self._version:  # the old version's pages are gone from the views too
+            self._pages, self._version = {}, catalogue_version
+        done = self._pages.get(page)
+        if done is None:
+            done = self._pages[page] = orjson.Fragment(orjson.dumps(page)[:-1] + self._tail)
+        return done

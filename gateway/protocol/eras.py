@@ -1,0 +1,203 @@
+"""The two protocol eras on one endpoint, and what a 2026-07-28 request must carry. Pure.
+
+Handshake era (2025-03-26 … 2025-11-25): `initialize` opens a session that fixes the version
+and the client's capabilities. 2026-07-28: no handshake and no session; every request carries
+its version and the client's capabilities in `params._meta` (the envelope), repeats its routing
+facts as headers, and is answered on its own (../shared/PROTOCOL-2026.md §A).
+
+A request's era is decided header first (§A.5): an `MCP-Protocol-Version` that is not a
+handshake version means 2026 (an unknown one too, so it is told which versions are served).
+The 2026 checks run in the official SDK's order (§A.4): envelope keys present (-32602), headers
+agree with the body (-32020), version served (-32022); `envelope_of` is that ladder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
+from gateway.protocol import spec
+from gateway.protocol.routing_headers import Routing, header_value
+
+JsonObject = dict[str, Any]
+
+HANDSHAKE_VERSIONS = frozenset(spec.SUPPORTED_VERSIONS)
+SERVED_VERSIONS = (*spec.SUPPORTED_VERSIONS, *spec.MODERN_VERSIONS)
+"""Every version the gateway serves, in discover's `supportedVersions` and -32022's `data.supported`."""
+
+REMOVED_METHODS = frozenset({spec.INITIALIZE, spec.PING, spec.LOGGING_SET_LEVEL, spec.RESOURCES_SUBSCRIBE,
+                             spec.RESOURCES_UNSUBSCRIBE})
+"""Handshake-era methods 2026-07-28 removed: unknown methods there (404, -32601)."""
+
+NAME_BEARING = {spec.TOOLS_CALL: "name", spec.PROMPTS_GET: "name", spec.RESOURCES_READ: "uri"}
+"""Methods whose `Mcp-Name` header repeats this param."""
+
+CACHEABLE = frozenset({spec.SERVER_DISCOVER, spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST,
+                       spec.RESOURCES_TEMPLATES_LIST, spec.RESOURCES_READ})
+"""Results that must say how long they may be cached (`ttlMs`, `cacheScope`)."""
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""Syslog severities, least severe first."""
+
+CONNECTION_KEYS = (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY, spec.CLIENT_INFO_KEY, spec.LOG_LEVEL_KEY)
+"""`_meta` keys that describe the client's own connection: a backend hears from the gateway, not from it."""
+
+_HTTP_STATUS = {spec.PARSE_ERROR: 400, spec.INVALID_REQUEST: 400, spec.INVALID_PARAMS: 400,
+                spec.HEADER_MISMATCH: 400, spec.MISSING_CLIENT_CAPABILITY: 400,
+                spec.UNSUPPORTED_PROTOCOL_VERSION: 400, spec.METHOD_NOT_FOUND: 404}
+
+
+def is_modern(version_header: str | None) -> bool:
+    """Whether a request's `MCP-Protocol-Version` header puts it in the 2026 era."""
+    return version_header is not None and version_header not in HANDSHAKE_VERSIONS
+
+
+def claims_modern(body: Any) -> bool:
+    """Whether a decoded body names a 2026 version in its envelope (without the header: -32020)."""
+    params = body.get("params") if isinstance(body, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(spec.PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    return isinstance(version, str) and version not in HANDSHAKE_VERSIONS
+
+
+def http_status(code: int) -> int:
+    """A 2026 JSON reply's HTTP status: client errors 400 (unknown method 404), anything else 200."""
+    return _HTTP_STATUS.get(code, 200)
+
+
+def unsupported(version: str) -> UnsupportedProtocolVersion:
+    return UnsupportedProtocolVersion(version[:40], list(SERVED_VERSIONS))
+
+
+@dataclass(slots=True)
+class Envelope:
+    """What one 2026 request says about its client; nothing is remembered from earlier requests.
+
+    Not frozen: one is made on every 2026 request, and a frozen dataclass's init costs several times more.
+    """
+
+    protocol_version: str
+    client_capabilities: JsonObject
+    client_info: Any = None
+    log_level: str | None = None
+
+    def logs(self, level: Any) -> bool:
+        """Whether a `notifications/message` at `level` goes to this request (never without a logLevel)."""
+        if self.log_level is None or level not in LOG_LEVELS:
+            return False
+        return LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
+
+
+def envelope_of(method: str, params: JsonObject | None, headers: Routing | None) -> Envelope:
+    """A 2026 request's envelope, checked against its routing headers in the SDK's order (or the error it gets).
+
+    `headers` None: a transport without headers (stdio), where the header rung has nothing to check.
+    """
+    meta = params.get("_meta") if params else None
+    if not isinstance(meta, dict):
+        raise InvalidParams(f"Invalid params: params._meta must carry {spec.PROTOCOL_VERSION_KEY} and "
+                            f"{spec.CLIENT_CAPABILITIES_KEY}")
+    if spec.PROTOCOL_VERSION_KEY not in meta or spec.CLIENT_CAPABILITIES_KEY not in meta:
+        missing = [key for key in (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY) if key not in meta]
+        raise InvalidParams(f"Invalid params: params._meta lacks {', '.join(missing)}")
+    version = meta[spec.PROTOCOL_VERSION_KEY]
+    if headers is not None:
+        _check_headers(method, params or {}, version, headers)
+    if not isinstance(version, str):
+        raise InvalidParams(f"Invalid params: {spec.PROTOCOL_VERSION_KEY} must be a string")
+    if version not in spec.MODERN_VERSIONS:
+        raise unsupported(version)
+    capabilities, level = meta[spec.CLIENT_CAPABILITIES_KEY], meta.get(spec.LOG_LEVEL_KEY)
+    if not isinstance(capabilities, dict):
+        raise InvalidParams(f"Invalid params: {spec.CLIENT_CAPABILITIES_KEY} must be an object")
+    if level is not None and level not in LOG_LEVELS:
+        raise InvalidParams(f"Invalid params: {spec.LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
+    return Envelope(version, capabilities, meta.get(spec.CLIENT_INFO_KEY), level)
+
+
+def _check_headers(method: str, params: JsonObject, version: Any, headers: Routing) -> None:
+    """The headers must repeat the body: version, method, and the name of tools/call, prompts/get, resources/read."""
+    version_header, method_header, raw = headers
+    if version_header != version:
+        raise HeaderMismatch(f"Header mismatch: {spec.VERSION_HEADER} differs from the body's protocol version")
+    if method_header != method:
+        raise HeaderMismatch(f"Header mismatch: {spec.METHOD_HEADER} differs from the body's method")
+    name_key = NAME_BEARING.get(method)
+    body_name = params.get(name_key) if name_key else None
+    if body_name is None:
+        return
+    if raw != body_name and header_value(raw) != body_name:  # decoded only when it is not the plain value
+        raise HeaderMismatch(f"Header mismatch: {spec.NAME_HEADER} differs from the body's {name_key}")
+
+
+def missing_capabilities(required: Mapping[str, Any], declared: Mapping[str, Any]) -> JsonObject:
+    """The part of `required` (client capabilities, e.g. `{"elicitation": {"form": {}}}`) not in `declared`."""
+    missing: JsonObject = {}
+    for name, needed in required.items():
+        have = declared.get(name)
+        if have is None:
+            missing[name] = needed
+        elif isinstance(needed, dict) and isinstance(have, dict) and (
+                lacking := {key: value for key, value in needed.items() if key not in have}):
+            missing[name] = lacking
+    return missing
+
+
+# ---------------------------------------------------------------- results
+
+
+def stateless_capabilities(capabilities: Mapping[str, Any]) -> JsonObject:
+    """Handshake capabilities as a 2026 discover states them.
+
+    Change notifications and resource subscriptions need `subscriptions/listen`, which is not
+    served yet; tasks are an extension at 2026-07-28, not a capability.
+    """
+    out: JsonObject = {}
+    for name, value in capabilities.items():
+        if name == "tasks":
+            continue
+        if isinstance(value, dict) and name in ("tools", "prompts", "resources"):
+            value = {**value, "listChanged": False}
+            if "subscribe" in value:
+                value["subscribe"] = False
+        out[name] = value
+    return out
+
+
+def completed(result: JsonObject, server_info: Any, *, in_place: bool = False) -> JsonObject:
+    """A result as 2026 sends it: `resultType` complete, who answered merged into its own `_meta`.
+
+    A copy, unless `in_place` (the result is this request's alone, e.g. a backend's decoded reply).
+    `server_info` may be pre-encoded (an `orjson.Fragment`).
+    """
+    meta = result.get("_meta")
+    done = result if in_place else dict(result)
+    done["resultType"] = "complete"
+    done["_meta"] = {**meta, spec.SERVER_INFO_KEY: server_info} if isinstance(meta, dict) else {
+        spec.SERVER_INFO_KEY: server_info}
+    return done
+
+
+def page_tail(server_info: Any, ttl_ms: int, scope: str) -> bytes:
+    """What turns a gateway-built list page (`{…}`, no `_meta` of its own) into its 2026 form, as bytes."""
+    tail = {"ttlMs": ttl_ms, "cacheScope": scope, "resultType": "complete",
+            "_meta": {spec.SERVER_INFO_KEY: server_info}}
+    return b"," + orjson.dumps(tail)[1:]
+
+
+def forwarded_meta(meta: JsonObject, traceparent: str | None) -> JsonObject | None:
+    """A 2026 request's `_meta` as a backend gets it, or None when nothing is left of it.
+
+    The client's connection keys stay behind (the backend has its own connection); a trace the
+    client sent here continues with the gateway's span, as the `traceparent` header does.
+    """
+    forward = dict(meta)
+    for key in CONNECTION_KEYS:
+        forward.pop(key, None)
+    if traceparent and "traceparent" in forward:
+        forward["traceparent"] = traceparent
+    return forward or None

@@ -1,0 +1,148 @@
+"""2026-07-28 requests: one request, one answer, no session (../shared/PROTOCOL-2026.md §A).
+
+A transport hands a 2026 body here once its caller is authenticated and admitted, exactly as a
+session's request is (Origin and Host, body limit, token, tenant, rate). `admit` then runs the
+rest of the official SDK's ladder, in its order: a notification is acknowledged and dropped
+(or refused for an unserved version, -32022); a batch or a posted response is -32600; a
+duplicated routing header -32020; the envelope and the headers that repeat it
+(`eras.envelope_of`: -32602, -32020, -32022); `Mcp-Param-*` against the called tool's schema
+-32020. What passes becomes a request context of its own: the client's capabilities and log
+level come from this request's `_meta`, never from an earlier one.
+
+The request's channel (`StatelessChannel`) carries its progress and, at or above its logLevel
+only, its log messages; never a server-to-client request, which 2026 forbids.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import orjson
+from multidict import MultiMapping
+
+from gateway.errors import GatewayError, HeaderMismatch, InvalidRequest
+from gateway.logs import traceparent_for
+from gateway.protocol import eras, jsonrpc, spec
+from gateway.protocol.eras import Envelope
+from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
+from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch, routing
+from gateway.tenancy import RequestContext
+from gateway.transport.channel import ChannelClosed, ClientChannel
+from gateway.transport.exchange import Caller, Exchange
+
+_ANNOTATION = spec.X_MCP_HEADER.encode()
+
+
+class NoBackChannel(ChannelClosed):
+    """A 2026-07-28 request cannot carry a server-to-client request (until multi-round trips exist)."""
+
+
+class StatelessRequests:
+    """Admits the 2026-07-28 requests of one exchange core."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.catalogue = exchange.dispatcher.catalogue
+        # A 2026 request (its tenant's in-flight slot taken) runs straight through the dispatcher: the
+        # in-flight registry exists for notifications/cancelled, which 2026 does not have (closing the
+        # stream cancels the handler).
+        self.run = exchange.dispatcher.handle
+
+    def admit(self, data: Any, headers: MultiMapping[str], caller: Caller, request_id: str,
+              traceparent: str | None) -> tuple[Message, RequestContext] | None:
+        """The request and its context; None for a notification (202); a GatewayError for the ladder's refusals.
+
+        Every 2026 call runs this: it is written for the interpreter (few calls), not for reuse.
+        """
+        if isinstance(data, list):
+            raise InvalidRequest("Invalid Request: no batches at 2026-07-28")
+        message = jsonrpc.parse_message(data)
+        method = message.method
+        if method is None or "id" not in data:
+            return _unanswered(message, headers)
+        envelope = eras.envelope_of(method, message.params, routing(headers))
+        params: JsonObject = message.params  # type: ignore[assignment]  # the envelope is in it
+        name = params.get("name")
+        if method == spec.TOOLS_CALL and type(name) is str:  # most tools have no header arguments: cheap to tell
+            entry = self.catalogue.current.by_name.get(name)
+            # find, not `in`: bytes `in` first tries the needle as an int and clears a TypeError
+            if entry is not None and entry.tool.tail.find(_ANNOTATION) >= 0:
+                self._check_param_headers(caller, params, headers)
+        given = params["_meta"].get("traceparent")  # 2026 carries the trace here: it wins over the header's
+        ctx = RequestContext(caller[0], caller[1], request_id, envelope.protocol_version, None, method,
+                             traceparent=traceparent_for(given) if isinstance(given, str) else traceparent,
+                             # nothing is relayable at 2026 (capabilities stay empty): the envelope
+                             # keeps what the client declared, for gating and multi-round trips
+                             log_level=envelope.log_level, envelope=envelope)
+        return message, ctx
+
+    def _check_param_headers(self, caller: Caller, params: JsonObject, headers: MultiMapping[str]) -> None:
+        """The called tool's `x-mcp-header` arguments against their headers (an unknown tool is dispatch's -32602)."""
+        name, arguments = params["name"], params.get("arguments")
+        entry = self.catalogue.view(caller[1]).by_name.get(name)
+        if entry is None or not isinstance(arguments, dict | None):
+            return  # not this tenant's: dispatch answers as for any unknown tool
+        annotated = _header_params(entry.tool.tail)
+        problem = param_mismatch(annotated, arguments or {}, headers) if annotated else None
+        if problem:
+            raise HeaderMismatch(f"Header mismatch: {problem}")
+
+
+def _unanswered(message: Message, headers: MultiMapping[str]) -> None:
+    """A notification is acknowledged and dropped (None); a posted response is refused.
+
+    Cancellation is closing the stream; a posted notifications/cancelled naming an id could
+    cancel someone else's request, and no other client notification is defined.
+    """
+    if not message.is_notification:
+        raise InvalidRequest("Invalid Request: a 2026-07-28 POST carries a request, not a response")
+    version = headers.get(VERSION_KEY, "")
+    if version not in spec.MODERN_VERSIONS:
+        raise eras.unsupported(version)
+
+
+@functools.lru_cache(maxsize=256)
+def _header_params(tool_tail: bytes) -> HeaderParams | None:
+    """A tool's header arguments, worked out once per tool version (its JSON after the name is the key)."""
+    tool = orjson.loads(b"{" + tool_tail[1:])
+    return header_params(tool.get("inputSchema"))
+
+
+def error_reply(request_id: RequestId | None, error: GatewayError) -> JsonObject:
+    """A refusal as 2026 sends it: the request's id, null when it is not known."""
+    reply = jsonrpc.error_response(request_id, error)
+    reply.setdefault("id", None)
+    return reply
+
+
+def reply_status(reply: JsonObject) -> int:
+    """A 2026 JSON reply's HTTP status: its error code's (`eras.http_status`), else 200."""
+    error = reply.get("error")
+    return eras.http_status(error.get("code")) if isinstance(error, dict) else 200
+
+
+class StatelessChannel(ClientChannel):
+    """A 2026 request's way back, over the transport's own: its progress and wanted log messages only."""
+
+    __slots__ = ("envelope", "inner")
+
+    def __init__(self, inner: ClientChannel, envelope: Envelope | None) -> None:
+        self.pending, self.client = inner.pending, inner.client  # ClientChannel's, set here without a call
+        self.inner, self.envelope = inner, envelope
+
+    async def send(self, message: JsonObject) -> None:
+        await self.inner.send(message)
+
+    async def notify(self, message: JsonObject) -> None:
+        if message.get("method") == spec.MESSAGE and not self._wants_log(message):
+            return  # 2026: log messages only to a request that asked for them, at its level or above
+        await self.inner.notify(message)
+
+    def _wants_log(self, message: JsonObject) -> bool:
+        params = message.get("params")
+        return self.envelope is not None and isinstance(params, dict) and self.envelope.logs(params.get("level"))
+
+    async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
+        # Where multi-round trips will hook in: until then, whoever relays a backend's request answers it with an error.
+        raise NoBackChannel(f"{method} cannot reach a 2026-07-28 client: it takes no server-to-client requests")

@@ -1,0 +1,89 @@
+"""A 2026-07-28 request's trace context rides in `_meta`: the gateway continues it to backends (header and
+`_meta`), and a backend hears the gateway's connection, not the client's envelope."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from conftest import StartGateway, http_backend_config, make_config, make_token
+from stateless_client import StatelessClient
+
+pytestmark = pytest.mark.timeout(60)
+
+CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_PARENT = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"
+HEADER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+Seen = list[tuple[dict[str, str], dict[str, Any]]]
+
+
+def recording_backend(seen: Seen) -> web.Application:
+    """A minimal handshake-era MCP server whose one tool records each call's headers and params."""
+
+    async def mcp(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if "id" not in body:
+            return web.Response(status=202)
+        result: dict[str, Any] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                  "serverInfo": {"name": "recorder", "version": "1"}}
+        if body["method"] == "tools/list":
+            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+        elif body["method"] == "tools/call":
+            seen.append((dict(request.headers), body["params"]))
+            result = {"content": [{"type": "text", "text": "ok"}], "_meta": {"backend/own": 1}}
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result},
+                                 headers={"Mcp-Session-Id": "recorder-session"})
+
+    app = web.Application()
+    app.router.add_post("/mcp", mcp)
+    app.router.add_delete("/mcp", lambda request: web.Response(status=200))
+    return app
+
+
+@pytest.fixture
+async def traced(aiohttp_server: Any, gateway: StartGateway) -> AsyncIterator[tuple[StatelessClient, Seen]]:
+    seen: Seen = []
+    backend = await aiohttp_server(recording_backend(seen))
+    running = await gateway(make_config([http_backend_config("rec", str(backend.make_url("/mcp")))]))
+    async with aiohttp.ClientSession() as session:
+        yield StatelessClient(session, running.url, make_token("acme")), seen
+
+
+async def _call(client: StatelessClient, meta: dict[str, Any], **headers: str) -> dict[str, Any]:
+    message = client.request("tools/call", {"name": "rec__echo", "arguments": {}}, **meta)
+    status, body, _ = await client.post(message, **headers)
+    assert status == 200, body
+    return dict(body["result"])
+
+
+async def test_the_meta_trace_continues_with_the_gateways_span_in_header_and_meta(traced: Any) -> None:
+    client, seen = traced
+    await _call(client, {"traceparent": CLIENT_PARENT, "tracestate": "vendor=1"},
+                traceparent=f"00-{HEADER_TRACE}-00f067aa0ba902b7-01")
+    headers, params = seen[-1]
+    trace_id, span_id, _ = TRACEPARENT.fullmatch(headers["traceparent"]).groups()  # type: ignore[union-attr]
+    assert trace_id == CLIENT_TRACE and span_id != "00f067aa0ba902b7"  # _meta's trace wins over the header's
+    assert params["_meta"]["traceparent"] == headers["traceparent"]
+    assert params["_meta"]["tracestate"] == "vendor=1"
+
+
+async def test_without_a_meta_trace_the_header_trace_continues(traced: Any) -> None:
+    client, seen = traced
+    await _call(client, {}, traceparent=f"00-{HEADER_TRACE}-00f067aa0ba902b7-01")
+    assert HEADER_TRACE in seen[-1][0]["traceparent"]
+
+
+async def test_the_backend_gets_no_client_envelope_and_the_client_gets_the_backends_meta_merged(traced: Any) -> None:
+    client, seen = traced
+    result = await _call(client, {"app/key": "v", "io.modelcontextprotocol/logLevel": "info"})
+    meta = seen[-1][1]["_meta"]
+    assert not any(key.startswith("io.modelcontextprotocol/") for key in meta)
+    assert meta["app/key"] == "v"
+    assert result["_meta"]["backend/own"] == 1
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-gateway"
+    assert result["resultType"] == "complete"
