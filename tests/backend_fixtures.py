@@ -52,6 +52,7 @@ class RunningBackend:
     args: tuple[str, ...]
     port: int
     env: Mapping[str, str] | None = None
+    script: Path | None = None  # a backend outside gateway.demo, run as `python SCRIPT`
     process: asyncio.subprocess.Process | None = None
     _stderr: IO[bytes] | None = field(default=None, repr=False)
 
@@ -63,7 +64,8 @@ class RunningBackend:
         """Spawn the process and wait until its port accepts connections."""
         # stderr goes to a file, not a pipe: nobody drains a pipe, and a full one blocks the child.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
-        command = [*stdio_command(self.name, "--transport", "http"), "--port", str(self.port)]
+        program = [sys.executable, str(self.script)] if self.script else stdio_command(self.name)
+        command = [*program, "--transport", "http", "--port", str(self.port)]
         self.process = await asyncio.create_subprocess_exec(
             *command,
             *self.args,
@@ -138,10 +140,11 @@ async def _port_open(port: int) -> bool:
     return True
 
 
-async def start_http_backend(name: str, *args: str, env: Mapping[str, str] | None = None) -> RunningBackend:
-    """Start ``python -m gateway.demo.<name> --transport http`` on a free port and wait for it."""
+async def start_http_backend(name: str, *args: str, env: Mapping[str, str] | None = None,
+                             script: Path | None = None) -> RunningBackend:
+    """Start ``python -m gateway.demo.<name> --transport http`` (or ``python SCRIPT``) on a free port."""
     for attempt in range(1, _START_ATTEMPTS + 1):
-        backend = RunningBackend(name=name, args=args, port=free_port(), env=env)
+        backend = RunningBackend(name=name, args=args, port=free_port(), env=env, script=script)
         try:
             await backend.start()
             return backend
