@@ -55,6 +55,7 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 subscriptions: set[str] = set()
+dynamic: set[str] = set()  # test_dynamic_tool and test_dynamic_prompt, while toggled on
 
 
 # Tools with fixed replies --------------------------------------------------------------------
@@ -135,12 +136,19 @@ SCHEMA_2020_12: dict[str, Any] = {  # every 2020-12 keyword the suite checks sur
     "then": {"required": ["phone"]}, "else": {"required": ["email"]}, "additionalProperties": False}
 
 
+def toggle(name: str) -> None:
+    """Add or remove one listed item, so a list_changed announces a real change (a gateway re-lists)."""
+    dynamic.symmetric_difference_update({name})
+
+
 async def trigger_tool_change(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
+    toggle("test_dynamic_tool")
     await ctx.session.send_tool_list_changed()
     return text("tool list changed")
 
 
 async def trigger_prompt_change(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
+    toggle("test_dynamic_prompt")
     await ctx.session.send_prompt_list_changed()
     return text("prompt list changed")
 
@@ -187,10 +195,13 @@ TOOLS = dict((t.name, (t, h)) for t, h in [
 
 
 async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[definition for definition, _ in TOOLS.values()])
+    extra = [tool("test_dynamic_tool", simple_text)[0]] if "test_dynamic_tool" in dynamic else []
+    return types.ListToolsResult(tools=[*(definition for definition, _ in TOOLS.values()), *extra])
 
 
 async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> ToolResult:
+    if params.name == "test_dynamic_tool" and params.name in dynamic:
+        return text("dynamic")
     if params.name not in TOOLS:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
     return await TOOLS[params.name][1](ctx, params)
@@ -225,13 +236,17 @@ async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams | None) ->
     return types.ListPromptsResult(prompts=[
         types.Prompt(name=name, description=f"Conformance fixture: {name}",
                      arguments=[types.PromptArgument(name=arg, required=True) for arg in args])
-        for name, (args, _) in PROMPTS.items()])
+        for name, (args, _) in PROMPTS.items()] + [
+        types.Prompt(name=name, description="Conformance fixture: toggled by test_trigger_prompt_change")
+        for name in sorted(dynamic & {"test_dynamic_prompt"})])
 
 
 PromptResult = types.GetPromptResult | types.InputRequiredResult
 
 
 async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> PromptResult:
+    if params.name == "test_dynamic_prompt" and params.name in dynamic:
+        return types.GetPromptResult(messages=[say("dynamic")])
     if params.name not in PROMPTS:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
     required, render = PROMPTS[params.name]

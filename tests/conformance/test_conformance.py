@@ -56,6 +56,14 @@ def assert_clean(result: LegResult, name: str) -> None:
 
 
 @pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+async def test_the_fixture_meets_the_requirement_set_directly(conformance: Path, fixture_backend: RunningBackend,
+                                                              tmp_path: Path, revision: str) -> None:
+    """The baseline: without the gateway the fixture passes every scored scenario, with no exceptions."""
+    result = await run_leg(conformance, fixture_backend.url, revision, tmp_path)
+    assert_clean(result, f"{revision} direct")
+
+
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
 async def test_requirement_set_through_the_gateway(conformance: Path, fixture_backend: RunningBackend,
                                                    gateway: StartGateway, tmp_path: Path, revision: str) -> None:
     url = await gateway_url(gateway, fixture_backend, namespace="")
