@@ -9,7 +9,7 @@ import orjson
 from gateway.catalogue.listings import RESOURCES, TEMPLATES
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.uris import rewrite_contents
-from gateway.dispatch.forward import Forwarder, encoded
+from gateway.dispatch.forward import Forwarder, PassThrough, encoded
 from gateway.errors import InvalidParams, ResourceNotFound
 from gateway.protocol import spec
 from gateway.protocol.jsonrpc import Message
@@ -39,6 +39,18 @@ class ResourceMethods:
             raise ResourceNotFound(uri[:1000])
         ctx.backend = route.backend
         backend = self.forwarder.backend(route.backend)
-        result = await self.forwarder.forward(backend, spec.RESOURCES_READ, {**params, "uri": route.original}, ctx)
+        try:
+            result = await self.forwarder.forward(backend, spec.RESOURCES_READ, {**params, "uri": route.original}, ctx)
+        except PassThrough as passed:
+            raise PassThrough(_naming_gateway_uri(passed.error, route.original, uri)) from None
         rewrite_contents(result, backend.namespace)
         return encoded(route.backend, result, ctx)
+
+
+def _naming_gateway_uri(error: orjson.Fragment, original: str, uri: str) -> orjson.Fragment:
+    """A backend's error that names its own URI in `data.uri` (SEP-2164) names the client's instead."""
+    value = orjson.loads(orjson.dumps(error))  # the error path only: a Fragment keeps just its bytes
+    data = value.get("data") if isinstance(value, dict) else None
+    if uri == original or not isinstance(data, dict) or data.get("uri") != original:
+        return error
+    return orjson.Fragment(orjson.dumps({**value, "data": {**data, "uri": uri}}))

@@ -202,3 +202,16 @@ async def test_initialize_declares_what_the_gateway_serves(topology: dict[str, A
     assert capabilities.prompts is not None and capabilities.prompts.list_changed is True
     assert capabilities.resources is not None and capabilities.resources.list_changed is True
     assert capabilities.completions is not None
+
+
+async def test_a_backends_not_found_error_names_the_gateway_uri(topology: dict[str, Any]) -> None:
+    async with direct(topology, "notes") as client:
+        with pytest.raises(MCPError) as direct_error:
+            await client.read_resource("notes://nope")
+    async with through(topology) as client:
+        with pytest.raises(MCPError) as gateway_error:
+            await client.read_resource("notes+notes://nope")
+    assert direct_error.value.data == {"uri": "notes://nope"}  # the backend names the URI it was asked
+    assert (gateway_error.value.code, gateway_error.value.message) == (
+        direct_error.value.code, direct_error.value.message)
+    assert gateway_error.value.data == {"uri": "notes+notes://nope"}  # ... and the client's comes back
