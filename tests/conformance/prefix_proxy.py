@@ -3,7 +3,8 @@
 The suite calls `test_simple_text`, reads `test://static-text`, completes for the prompt
 `test_prompt_with_arguments`. With the fixture behind `namespace: conf` the gateway knows them as
 `conf__test_simple_text` and `conf+test://static-text`, so this proxy rewrites what the suite sends
-(tool and prompt names, resource URIs, completion references) and nothing else: every reply
+(tool and prompt names, resource URIs, completion references, and a 2026 `Mcp-Name` header that
+names the same) unless it already carries the prefix, and nothing else: every reply
 reaches the suite exactly as the gateway sent it, so the gateway's own rewriting of names and URIs
 in results is what the suite checks. Requests pass through byte for byte otherwise, SSE streamed.
 """
@@ -28,8 +29,10 @@ class PrefixProxy:
 
     def __init__(self, target: str, namespace: str, separator: str) -> None:
         self.target = target
-        self.name: Callable[[str], str] = lambda name: f"{namespace}{separator}{name}"
-        self.uri: Callable[[str], str] = lambda uri: f"{namespace}+{uri}"
+        # Names the suite took from the gateway's own lists already carry the prefix: left alone.
+        name_prefix, uri_prefix = f"{namespace}{separator}", f"{namespace}+"
+        self.name: Callable[[str], str] = lambda name: name if name.startswith(name_prefix) else name_prefix + name
+        self.uri: Callable[[str], str] = lambda uri: uri if uri.startswith(uri_prefix) else uri_prefix + uri
         self.rewritten = 0
         self.replies: list[bytes] = []  # every reply body, as the gateway sent it
 
@@ -45,9 +48,9 @@ class PrefixProxy:
 
     async def forward(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        if request.method == "POST":
-            body = self.rewrite_body(body)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        if request.method == "POST":
+            body = self.rewrite_body(body, headers)
         async with self.session.request(request.method, self.target, data=body or None, headers=headers,
                                         allow_redirects=False) as upstream:
             reply = web.StreamResponse(status=upstream.status, headers={
@@ -59,30 +62,38 @@ class PrefixProxy:
             await reply.write_eof()
             return reply
 
-    def rewrite_body(self, body: bytes) -> bytes:
+    def rewrite_body(self, body: bytes, headers: dict[str, str]) -> bytes:
+        """The body with the suite's names mapped; a 2026 `Mcp-Name` header that matched it, too."""
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
             return body  # the suite's deliberately broken bodies go through untouched
         messages = message if isinstance(message, list) else [message]
+        before = self.rewritten
         changed = [self.rewrite(m) for m in messages if isinstance(m, dict)]
-        return orjson.dumps(message) if any(changed) else body
+        for old, new in filter(None, changed):
+            for key, value in headers.items():
+                if key.lower() == "mcp-name" and value.strip() == old:  # a deliberate mismatch stays one
+                    headers[key] = new
+        return orjson.dumps(message) if self.rewritten > before else body
 
-    def rewrite(self, message: dict[str, Any]) -> bool:
+    def rewrite(self, message: dict[str, Any]) -> tuple[str, str] | None:
+        """Map one request's name or URI; returns (old, new) when it was one the routing headers name."""
         params = message.get("params")
         if not isinstance(params, dict):
-            return False
+            return None
         method = message.get("method")
-        if method in NAMED and isinstance(params.get("name"), str):
-            params["name"] = self.name(params["name"])
-        elif method in ADDRESSED and isinstance(params.get("uri"), str):
-            params["uri"] = self.uri(params["uri"])
-        elif method == "completion/complete" and isinstance(params.get("ref"), dict):
+        if method == "completion/complete" and isinstance(params.get("ref"), dict):
             self.rewrite_ref(params["ref"])
-        else:
-            return False
+            self.rewritten += 1
+            return None
+        field, mapping = ("name", self.name) if method in NAMED else ("uri", self.uri)
+        if method not in NAMED | ADDRESSED or not isinstance(params.get(field), str):
+            return None
+        old = params[field]
+        params[field] = mapping(old)
         self.rewritten += 1
-        return True
+        return old, params[field]
 
     def rewrite_ref(self, ref: dict[str, Any]) -> None:
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):

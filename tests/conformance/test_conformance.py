@@ -1,11 +1,13 @@
 """The official MCP conformance suite, run against the gateway in front of the conformance fixture.
 
 Legs (README, "Tests"):
+- both requirement sets against the fixture alone, the baseline: no expected failures at all;
 - the 2025-11-25 requirement set, the fixture unprefixed (`namespace: ""`);
 - the 2026-07-28 requirement set, the fixture unprefixed;
-- the 2025-11-25 requirement set with the fixture prefixed (`namespace: conf`), through a proxy
-  that maps the suite's fixed names onto the gateway's (`prefix_proxy.py`) and leaves every reply
-  as the gateway wrote it;
+- both requirement sets with the fixture prefixed (`namespace: conf`), through a proxy that maps
+  the suite's fixed names onto the gateway's (`prefix_proxy.py`) and leaves every reply as the
+  gateway wrote it (checks that compare a reply with the suite's own unprefixed names are listed
+  in `prefixed-leg.<revision>.yml`);
 - the SEP-2243 header-validation scenarios at 2026-07-28 (pending in the suite, so unscored there).
 
 The suite cannot send an Authorization header, so it carries the tenant's API key as `?token=`
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from backend_fixtures import RunningBackend, start_http_backend
 from conformance_suite import LegResult, ensure_installed, run_leg
 from conftest import API_KEY, StartGateway, http_backend_config, make_config
@@ -47,6 +50,15 @@ async def gateway_url(gateway: StartGateway, backend: RunningBackend, namespace:
                          auth={"token_sources": ["header", "query"], **auth})
     running = await gateway(config)
     return running.url if auth.get("anonymous_tenant") else f"{running.url}?token={API_KEY}"
+
+
+def expected_failures(tmp_path: Path, *names: str) -> Path:
+    """One --expected-failures file from the lists in `names` that exist."""
+    entries = [entry for name in names if (HERE / name).exists()
+               for entry in yaml.safe_load((HERE / name).read_text())["server"]]
+    merged = tmp_path / "expected-failures.yml"
+    merged.write_text(yaml.safe_dump({"server": entries}))
+    return merged
 
 
 def assert_clean(result: LegResult, name: str) -> None:
@@ -88,18 +100,21 @@ async def test_header_validation_through_the_gateway(conformance: Path, fixture_
     assert result.failed == 0, result.output[-6000:]
 
 
-async def test_prefixed_scenarios_through_the_gateway(conformance: Path, fixture_backend: RunningBackend,
-                                                      gateway: StartGateway, tmp_path: Path,
-                                                      aiohttp_server: Any) -> None:
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+async def test_requirement_set_through_the_gateway_prefixed(conformance: Path, fixture_backend: RunningBackend,
+                                                           gateway: StartGateway, tmp_path: Path,
+                                                           aiohttp_server: Any, revision: str) -> None:
     url = await gateway_url(gateway, fixture_backend, namespace="conf")
     proxy = PrefixProxy(url, namespace="conf", separator="__")
     server = await aiohttp_server(proxy.app())
-    result = await run_leg(conformance, f"{server.make_url('/mcp')}", "2025-11-25", tmp_path,
-                           HERE / "pending-features.2025-11-25.yml")
-    assert_clean(result, "2025-11-25 prefixed (conf)")
+    result = await run_leg(conformance, f"{server.make_url('/mcp')}", revision, tmp_path / "results",
+                           expected_failures(tmp_path, f"pending-features.{revision}.yml",
+                                             f"prefixed-leg.{revision}.yml"))
+    assert_clean(result, f"{revision} prefixed (conf)")
     assert proxy.rewritten, "the proxy mapped no name: the prefixed leg proved nothing"
     replies = b"".join(proxy.replies)
     for exposed in (b'"conf__test_simple_text"', b'"conf__test_simple_prompt"', b'"conf+test://static-text"',
                     b'"conf+test://template/123/data"', b'"conf+test://embedded-resource"'):
         assert exposed in replies, f"{exposed!r} never came back: the gateway did not rewrite it"
-    assert not re.search(rb'"(name|uri|uriTemplate)":\s*"test(_|://)', replies), "an unprefixed name or URI leaked"
+    leak = re.search(rb'.{200}"(name|uri|uriTemplate)":\s*"test(_|://).{200}', replies, re.S)
+    assert leak is None, f"an unprefixed name or URI leaked: {leak and leak.group(0)!r}"
