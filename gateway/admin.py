@@ -18,22 +18,24 @@ from gateway.transport.credentials import HeaderCredentials
 from gateway.transport.requestlog import PRINCIPAL
 
 
-async def _require_admin(request: web.Request) -> None:
+async def require_admin(request: web.Request) -> None:
+    """401/403 unless the bearer token is an admin's. Keys and tenants are the exchange's: the
+    current ones, which a reload may have changed (the admin section itself needs a restart)."""
     config = request.app[keys.CONFIG]
-    authenticator = request.app[keys.AUTHENTICATOR]
+    exchange = request.app[keys.EXCHANGE]
     credentials = HeaderCredentials(request, config)
-    principal = request[PRINCIPAL] = await authenticator.authenticate(credentials, None)
-    resolve_tenant(principal, config.tenants)  # 403 for a tenant that is not configured
-    authenticator.require_scope(principal, config.admin.scope, credentials)
+    principal = request[PRINCIPAL] = await exchange.authenticator.authenticate(credentials, None)
+    resolve_tenant(principal, exchange.tenants)  # 403 for a tenant that is not configured
+    exchange.authenticator.require_scope(principal, config.admin.scope, credentials)
 
 
 async def backends(request: web.Request) -> web.Response:
     """Each backend's catalogue status, what it offers, collisions and renames."""
-    await _require_admin(request)
+    await require_admin(request)
     catalogue = request.app[keys.CATALOGUE]
     current = catalogue.current
     rows: list[dict[str, Any]] = []
-    for backend in request.app[keys.CONFIG].backends:
+    for backend in catalogue.config.backends:  # the current config's: a reload may have changed them
         snapshot = current.snapshots.get(backend.name)
         rows.append({
             "name": backend.name,
@@ -66,7 +68,7 @@ def refresh_handler(interval: float,
 
     async def refresh(request: web.Request) -> web.Response:
         nonlocal last
-        await _require_admin(request)
+        await require_admin(request)
         wait = last + interval - clock()
         if wait > 0:
             raise RateLimited(f"Too Many Requests: a refresh runs at most every {interval:g} s",

@@ -17,6 +17,7 @@ from gateway.health import Readiness, setup_health_routes
 from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
+from gateway.reload import RELOADER, ConfigSource, Reloader, reload_endpoint
 from gateway.shared_state import open_shared_state
 from gateway.transport.channel import PendingAsks
 from gateway.transport.errors import error_replies
@@ -31,9 +32,10 @@ BODY_SLACK = 1024
 
 
 def create_app(config: Config, *, registry: CollectorRegistry | None = None,
-               events: EventLog | None = None) -> web.Application:
+               events: EventLog | None = None, reload_source: ConfigSource | None = None) -> web.Application:
     """The gateway app; its metrics go to `registry` (a fresh one by default, never the global),
-    its request lines to `events` (what configure_logging returned; structlog's bound logger if None)."""
+    its request lines to `events` (what configure_logging returned; structlog's bound logger if None).
+    `reload_source` reads the config again for SIGHUP and POST /admin/reload (None: reloads are refused)."""
     app = web.Application(client_max_size=config.server.max_body_bytes + BODY_SLACK)
     app[keys.CONFIG] = config
     # Middleware order, outermost first: the request log sees every reply (even refusals);
@@ -48,13 +50,15 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     setup_health_routes(app, readiness)
     setup_metadata_routes(app, config)
     setup_admin_routes(app)
+    app.router.add_post("/admin/reload", reload_endpoint)
     setup_metrics(app, metrics, host=config.server.host, port=config.metrics.port, token=config.metrics.token,
                   middlewares=refusals)
-    app.cleanup_ctx.append(_gateway_state(endpoint))
+    app.cleanup_ctx.append(_gateway_state(endpoint, reload_source))
     return app
 
 
-def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIterator[None]]:
+def _gateway_state(endpoint: McpEndpoint,
+                   reload_source: ConfigSource | None) -> Callable[[web.Application], AsyncIterator[None]]:
     """The app's parts, built at start-up and bound to the endpoint; torn down in reverse."""
 
     async def gateway_state(app: web.Application) -> AsyncIterator[None]:
@@ -69,22 +73,26 @@ def _gateway_state(endpoint: McpEndpoint) -> Callable[[web.Application], AsyncIt
                                 forward_answer=shared.share_answers(asks))
             # A resume this process cannot replay exactly gets every list_changed: the client lists again.
             streams = StreamHub(catch_up=[{"jsonrpc": "2.0", "method": method} for method in spec.LIST_CHANGED_ORDER])
-            endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams)
+            def bind() -> None:  # again after each reload: the endpoint keeps parts of the exchange
+                endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams)
+
+            bind()
             app[keys.POOL] = core.pool
             app[keys.CATALOGUE] = core.catalogue
             app[keys.STREAMS] = streams
             app[keys.SESSIONS] = shared.sessions
-            app[keys.AUTHENTICATOR] = core.authenticator
             app[keys.EXCHANGE] = exchange
+            reloader = app[RELOADER] = Reloader(config=config, core=core, exchange=exchange, source=reload_source,
+                                                deliver=streams.publish, metrics=app[keys.METRICS], on_swap=bind)
             shared.bind(streams, on_ended=exchange.asks.abandon)
             app[keys.READINESS].gate("catalogue not built yet", core.catalogue.ready)
             app[keys.READINESS].add_check("store", shared.readiness)
             if config.server.ready_requires == "any_backend":
-                backends = [backend.name for backend in config.backends]
-                app[keys.READINESS].add_check("backends", any_backend_serving(core.catalogue, backends))
+                app[keys.READINESS].add_check("backends", any_backend_serving(core.catalogue))
             core.catalogue.subscribe(exchange.list_changed_listener(streams.publish))
             await core.start()
             yield
+            await reloader.close()
             streams.close_all()
             await core.close()
 

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jwt
@@ -69,7 +69,21 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
         share_metrics_between_processes()  # before the server's imports load prometheus_client
     from gateway.supervisor import serve
 
-    return serve(config, host=args.host, port=args.port, workers=args.workers)
+    return serve(config, host=args.host, port=args.port, workers=args.workers, source=_source(args.config))
+
+
+def _source(path: str | None) -> Callable[[], Config]:
+    """How a reload reads the config: as `serve` did, the start-up checks included."""
+    from gateway.preflight import problems
+
+    def load() -> Config:
+        config = load_config(path)
+        found = problems(config)
+        if found:
+            raise ConfigError("; ".join(str(problem) for problem in found))
+        return config
+
+    return load
 
 
 def _check_config(config: Config, args: argparse.Namespace) -> int:

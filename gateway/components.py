@@ -48,12 +48,20 @@ def build_components(config: Config, *, list_changed: bool, store: SnapshotStore
                      metrics: Metrics | None = None) -> Components:
     """Wire the core from a config; nothing runs until `start()`. `metrics` is the app's, if any."""
     pool = UpstreamPool(config.backends, on_circuit_change=metrics.circuit_observed if metrics else None,
-                        http_client=config.upstream.http_client)
+                        http_client=config.upstream.http_client,
+                        on_restart=metrics.backend_restarted if metrics else None)
     catalogue = CatalogueService(config=config, pool=pool, store=store or MemorySnapshotStore(), metrics=metrics)
+    dispatcher, authenticator = build_front(config, catalogue=catalogue, pool=pool, list_changed=list_changed,
+                                            metrics=metrics)
+    return Components(pool=pool, catalogue=catalogue, dispatcher=dispatcher, authenticator=authenticator)
+
+
+def build_front(config: Config, *, catalogue: CatalogueService, pool: UpstreamPool, list_changed: bool,
+                metrics: Metrics | None = None) -> tuple[Dispatcher, Authenticator]:
+    """The parts that hold no connection of their own: at start, and again on every reload."""
     dispatcher = Dispatcher(config=config, catalogue=catalogue, pool=pool, list_changed=list_changed,
                             metrics=metrics)
-    return Components(pool=pool, catalogue=catalogue, dispatcher=dispatcher,
-                      authenticator=Authenticator(config, on_failure=metrics.auth_failed if metrics else None))
+    return dispatcher, Authenticator(config, on_failure=metrics.auth_failed if metrics else None)
 
 
 def kill_children(pool: UpstreamPool) -> list[int]:

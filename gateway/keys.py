@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:  # the names in the AppKey strings below
-    from gateway.auth.authenticator import Authenticator  # noqa: F401
     from gateway.catalogue.refresher import CatalogueService  # noqa: F401
     from gateway.config import Config  # noqa: F401
     from gateway.health import Readiness  # noqa: F401
@@ -25,7 +24,6 @@ SESSIONS = web.AppKey["SessionStore"]("sessions")
 STREAMS = web.AppKey["StreamHub"]("streams")
 EXCHANGE = web.AppKey["Exchange"]("exchange")  # the transport-free core the MCP endpoint drives
 ENDPOINT = web.AppKey["McpEndpoint"]("endpoint")  # POST/GET/DELETE on server.path; session channels
-AUTHENTICATOR = web.AppKey["Authenticator"]("authenticator")
 METRICS = web.AppKey["Metrics"]("metrics")  # owns the app's CollectorRegistry
 READINESS = web.AppKey["Readiness"]("readiness")  # gates, checks and draining behind /readyz
 

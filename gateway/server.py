@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from gateway.app import create_app
 from gateway.components import kill_children
 from gateway.config import Config, ServerConfig
 from gateway.logs import EventLog
+from gateway.reload import RELOADER, ConfigSource
 from gateway.transport.connections import Connections, GuardedListener, raise_open_file_limit
 
 log = structlog.get_logger("gateway")
@@ -93,11 +95,12 @@ class RequestTracker:
 
 
 async def run_server(config: Config, *, reuse_port: bool = False, parent_pid: int | None = None,
-                     events: EventLog | None = None) -> int:
-    """Serve until a signal, then drain and stop; returns the exit status."""
+                     events: EventLog | None = None, reload_source: ConfigSource | None = None) -> int:
+    """Serve until a signal, then drain and stop; returns the exit status. SIGHUP reloads the config."""
     signals = lifecycle.ShutdownSignals()
     signals.install()
-    app = create_app(config, events=events)
+    app = create_app(config, events=events, reload_source=reload_source)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reload, app)
     tracker = RequestTracker(config.server.path)
     app.middlewares.append(tracker.middleware)  # innermost: counts what reaches a handler
     connections = Connections.for_server(config.server, raise_open_file_limit())
@@ -121,6 +124,7 @@ async def run_server(config: Config, *, reuse_port: bool = False, parent_pid: in
                                                  after_force=FORCED_EXIT_SECONDS,
                                                  on_force=lambda: _kill_children(app))
         signals.remove()
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
     if signals.forced.is_set() or not cleaned:
         status = status or EXIT_FORCED
     _log_totals(app, tracker, signals, status, time.monotonic() - started, drain_seconds)
@@ -179,6 +183,15 @@ async def _watch_parent(parent_pid: int, signals: lifecycle.ShutdownSignals) -> 
     while os.getppid() == parent_pid:  # noqa: ASYNC110 - no event tells a process its parent died
         await asyncio.sleep(1.0)
     signals.request("parent_exited")
+
+
+def _reload(app: web.Application) -> None:
+    """SIGHUP: reload the config (gateway.reload logs the outcome), once the app has started."""
+    reloader = app.get(RELOADER)
+    if reloader is None:
+        log.warning("config_reload_ignored", reason="the gateway is still starting")
+        return
+    reloader.start("SIGHUP")
 
 
 def _kill_children(app: web.Application) -> None:

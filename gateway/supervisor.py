@@ -1,7 +1,9 @@
 """`mcp-gateway serve`: one server process, or a parent supervising N forked workers.
 
 `--workers N` forks N processes (gateway.server) sharing the port (`SO_REUSEPORT`); the
-parent restarts a crashed worker, forwards shutdown signals and reaps them all.
+parent restarts a crashed worker, forwards shutdown signals and reaps them all. SIGHUP to the
+parent reaches every worker, each of which reloads the config file itself; the parent reads it
+too, so a worker it starts later begins with the config the others reloaded.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass, replace
 import structlog
 
 from gateway import lifecycle
-from gateway.config import Config
+from gateway.config import Config, ConfigError
 from gateway.logs import EventLog, configure_logging
+from gateway.reload import ConfigSource, restart_only_changes
 from gateway.server import run_server
 
 log = structlog.get_logger("gateway")
@@ -25,22 +28,32 @@ log = structlog.get_logger("gateway")
 EXIT_REFUSED = 2
 
 
-def serve(config: Config, *, host: str | None = None, port: int | None = None, workers: int = 1) -> int:
-    """`mcp-gateway serve`: one process, or a parent supervising `workers` forked ones."""
+def serve(config: Config, *, host: str | None = None, port: int | None = None, workers: int = 1,
+          source: ConfigSource | None = None) -> int:
+    """`mcp-gateway serve`: one process, or a parent supervising `workers` forked ones.
+
+    `source` reads the config file again (for reloads); --host and --port keep applying to it.
+    """
     events = configure_logging(config.logging)
     config = _with_address(config, host, port)
+    if source is not None:
+        source = _addressed(source, host, port)
     if workers < 1:
         print("error: --workers must be at least 1", file=sys.stderr)
         return EXIT_REFUSED
     if workers == 1:
-        return lifecycle.run(run_server(config, events=events))
+        return lifecycle.run(run_server(config, events=events, reload_source=source))
     if not config.store.redis_url:
         print(f"error: --workers {workers} needs store.redis_url: sessions, rate limits and the catalogue "
               "live in each process's memory otherwise, and a client would reach a worker that does not "
               "know its session. Set store.redis_url (or MCPGW_STORE__REDIS_URL), or use --workers 1.",
               file=sys.stderr)
         return EXIT_REFUSED
-    return WorkerSupervisor(config, workers, events).run()
+    return WorkerSupervisor(config, workers, events, source).run()
+
+
+def _addressed(source: ConfigSource, host: str | None, port: int | None) -> ConfigSource:
+    return lambda: _with_address(source(), host, port)
 
 
 def _with_address(config: Config, host: str | None, port: int | None) -> Config:
@@ -70,8 +83,10 @@ class WorkerSupervisor:
     a SIGKILL past the deadline takes a worker's stdio children down with it.
     """
 
-    def __init__(self, config: Config, count: int, events: EventLog | None = None) -> None:
+    def __init__(self, config: Config, count: int, events: EventLog | None = None,
+                 source: ConfigSource | None = None) -> None:
         self.config = config
+        self.source = source
         self.count = count
         self.events = events
         self.workers: dict[int, _Worker] = {}
@@ -84,7 +99,7 @@ class WorkerSupervisor:
         if not os.environ.get(lifecycle.MULTIPROC_ENV):
             log.warning("workers_metrics_per_process", hint="call lifecycle.share_metrics_between_processes() "
                         "before prometheus_client loads, or /metrics shows one worker at a time")
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in lifecycle.SHUTDOWN_SIGNALS}
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (*lifecycle.SHUTDOWN_SIGNALS, signal.SIGHUP)}
         log.info("workers_starting", workers=self.count, port=self.config.server.port, pid=os.getpid())
         try:
             for _ in range(self.count):
@@ -106,12 +121,27 @@ class WorkerSupervisor:
     def _handle_signals(self) -> None:
         while self._signals:
             name = signal.Signals(self._signals.pop(0)).name
+            if name == "SIGHUP":
+                self._reload()
+                continue
             if self._stopping:
                 log.warning("workers_forced", signal=name)
             else:
                 log.info("workers_stopping", signal=name)
                 self._begin_stop()
             self._send_all(signal.SIGTERM)  # a second SIGTERM forces the workers' exit
+
+    def _reload(self) -> None:
+        """Every worker reloads (and logs its outcome); workers started later begin with this config."""
+        if self.source is not None:
+            try:
+                config = self.source()
+            except ConfigError:
+                config = self.config  # the workers reject it too, and say why
+            if not restart_only_changes(self.config, config):
+                self.config = config
+        log.info("workers_reloading", workers=len(self.workers))
+        self._send_all(signal.SIGHUP)
 
     def _begin_stop(self) -> None:
         self._stopping = True
@@ -122,7 +152,7 @@ class WorkerSupervisor:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the parent's code
-            _worker_main(self.config, parent, self.events)
+            _worker_main(self.config, parent, self.events, self.source)
         with suppress(OSError):  # the child does the same; whoever runs first wins the race
             os.setpgid(pid, pid)
         self.workers[pid] = _Worker(pid, time.monotonic())
@@ -173,14 +203,16 @@ class WorkerSupervisor:
                 os.kill(pid, sig)
 
 
-def _worker_main(config: Config, parent: int, events: EventLog | None) -> None:
+def _worker_main(config: Config, parent: int, events: EventLog | None, source: ConfigSource | None) -> None:
     """Body of a forked worker: its own process group and signal handlers, then serve."""
     status = 1
     try:
         os.setpgid(0, 0)
         for sig in lifecycle.SHUTDOWN_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)  # the loop installs its own; drop the parent's
-        status = lifecycle.run(run_server(config, reuse_port=True, parent_pid=parent, events=events))
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # not the default (exit) before the loop's handler
+        status = lifecycle.run(run_server(config, reuse_port=True, parent_pid=parent, events=events,
+                                          reload_source=source))
     except BaseException:  # whatever happens, the fork must not return into the parent's code
         log.exception("worker_failed")
     finally:

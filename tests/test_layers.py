@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.supervisor",),  # forks workers, each of which runs one server
     ("gateway.server", "gateway.stdio_server"),  # one process: HTTP (socket, signals, drain), or stdio
     ("gateway.app",),  # assembles the aiohttp application
+    ("gateway.reload",),  # live reload: a new config swapped into the running core
     ("gateway.shared_state", "gateway.components"),  # wiring: memory or Redis stores; pool, catalogue, dispatcher
     ("gateway.admin",),
     ("gateway.keys",),  # the aiohttp application's typed keys

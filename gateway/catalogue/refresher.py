@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,8 @@ from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, 
 from gateway.catalogue.states import BackendStates
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
-from gateway.config import Config, TenantConfig
+from gateway.config import Backend, Config, TenantConfig
+from gateway.upstream.base import Upstream
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -74,6 +75,42 @@ class CatalogueService:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def prefetch(self, backend: Backend, upstream: Upstream) -> BackendSnapshot:
+        """A snapshot of a backend that is not in the catalogue yet (a reload's new or changed one)."""
+        lister = BackendLister(upstream, backend, clock=self.clock, metrics=self.metrics)
+        try:
+            return await lister.snapshot(None, None)
+        except RefreshFailed as exc:
+            log.warning("catalogue_refresh_failed", backend=backend.name, error=str(exc), status="down")
+            return self._failed(backend.name, None, str(exc))
+
+    def reconfigure(self, config: Config, fresh: Mapping[str, BackendSnapshot]) -> tuple[Catalogue, Catalogue]:
+        """Serve `config`'s backends, at once (no await): `fresh` snapshots for the new or changed ones
+        (their upstreams already in the pool), the installed ones for the rest; removed backends leave.
+
+        Returns the catalogues before and after, for `announce`.
+        """
+        for key, task in list(self._refreshing.items()):
+            if key[0] in fresh or config.backend(key[0]) is None:
+                task.cancel()  # it asks an upstream that is being retired
+        self.config, self.order = config, [(b.name, b.namespace) for b in config.backends]
+        self.views.clear(config.catalogue.page_size)  # tenant policies may have changed, the version not
+        kept = {b.name: self.current.snapshots[b.name] for b in config.backends
+                if b.name not in fresh and b.name in self.current.snapshots}
+        for name, snapshot in fresh.items():
+            self.pool.get(name).on_list_changed(self._on_list_changed(name))
+            self.states.observe(name, snapshot.status)
+            self.last_refresh[name] = self._checked_at[name] = self.clock()
+            if self.metrics is not None:
+                self.metrics.catalogue_refreshed(snapshot)
+        return self._merge_in({**kept, **fresh})
+
+    async def announce(self, old: Catalogue, new: Catalogue, fresh: Mapping[str, BackendSnapshot]) -> None:
+        """After `reconfigure`: the fresh snapshots go to the store, the listeners hear of the change."""
+        for name, snapshot in fresh.items():
+            await self.store.save(snapshot, checked_at=self._checked_at[name], changed=True)
+        await self._notify(old, new)
 
     def subscribe(self, listener: CatalogueListener) -> None:
         """Call `listener(old, new)` whenever the catalogue version changes."""
@@ -218,6 +255,10 @@ class CatalogueService:
         return BackendSnapshot(backend, (), "-", fetched_at, status="down", error=error)
 
     async def _install(self, snapshots: dict[str, BackendSnapshot]) -> None:
+        await self._notify(*self._merge_in(snapshots))
+
+    def _merge_in(self, snapshots: dict[str, BackendSnapshot]) -> tuple[Catalogue, Catalogue]:
+        """Merge and install `snapshots` (no await); returns the catalogues before and after."""
         old = self.current
         new = merge(self.order, snapshots, self.config.catalogue.separator, self._named)
         for collision in new.collisions:
@@ -230,12 +271,16 @@ class CatalogueService:
                 if before is None or (key, winner, loser) not in before.collisions:
                     log.warning("listing_collision", kind=kind, key=key, winner=winner, excluded=loser)
         self.current = new
-        if new.version != old.version:
-            for listener in self._listeners:
-                try:
-                    await listener(old, new)
-                except Exception:
-                    log.exception("catalogue_listener_failed")
+        return old, new
+
+    async def _notify(self, old: Catalogue, new: Catalogue) -> None:
+        if new.version == old.version:
+            return
+        for listener in self._listeners:
+            try:
+                await listener(old, new)
+            except Exception:
+                log.exception("catalogue_listener_failed")
 
 
 def _same(a: BackendSnapshot, b: BackendSnapshot) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.health import ReadinessCheck
@@ -11,8 +10,9 @@ if TYPE_CHECKING:
     from gateway.catalogue.refresher import CatalogueService
 
 
-def any_backend_serving(catalogue: CatalogueService, backends: Sequence[str]) -> ReadinessCheck:
-    """Not ready while no backend answered its last tools/list.
+def any_backend_serving(catalogue: CatalogueService) -> ReadinessCheck:
+    """Not ready while no configured backend answered its last tools/list (the backends of the
+    catalogue's config at each check: a reload may change them).
 
     The reason names each backend's state only; why it is down (which may quote its stderr)
     is for `/admin/backends` and the logs, not the public /readyz body.
@@ -20,6 +20,7 @@ def any_backend_serving(catalogue: CatalogueService, backends: Sequence[str]) ->
 
     async def check() -> str | None:
         snapshots = catalogue.current.snapshots
+        backends = [name for name, _ in catalogue.order]
         states = {name: snapshots[name].status if name in snapshots else "pending" for name in backends}
         if any(state == "ok" for state in states.values()):
             return None

@@ -39,6 +39,7 @@ class TenantView:
 
     def __init__(self, catalogue: Catalogue, tenant: TenantConfig, *, page_size: int) -> None:
         self.tenant = tenant.name
+        self.source = tenant  # the policy it was built under
         self.entries = tuple(e for e in catalogue.entries if visible(e, tenant))
         self.by_name: Mapping[str, ToolEntry] = {e.exposed: e for e in self.entries}
         if len(self.entries) == len(catalogue.entries):  # sees every tool: share the catalogue's, not a copy
@@ -105,14 +106,21 @@ class ViewCache:
         self._version = ""
         self._views: dict[str, TenantView] = {}
 
+    def clear(self, page_size: int) -> None:
+        """Drop every view: they were built under tenant policies a reload may have changed."""
+        self.page_size, self._views, self._version = page_size, {}, ""
+
     def get(self, catalogue: Catalogue, tenant: TenantConfig) -> TenantView:
         if catalogue.version != self._version:
             self._views, self._version = {}, catalogue.version
         view = self._views.get(tenant.name)
-        self.on_lookup(view is not None)
-        if view is None:
+        # `is`: a request admitted before a reload carries the tenant's old policy, and must not
+        # leave its view behind for the requests admitted under the new one (nor use theirs).
+        hit = view is not None and view.source is tenant
+        self.on_lookup(hit)
+        if not hit:
             view = self._views[tenant.name] = TenantView(catalogue, tenant, page_size=self.page_size)
-        return view
+        return view  # type: ignore[return-value]
 
     def tenants_changed(self, old: Catalogue, new: Catalogue, tenants: Sequence[TenantConfig]) -> list[str]:
         """Tenants who see a tool that was added, removed or changed (for list_changed).
@@ -133,6 +141,35 @@ class ViewCache:
                    if any(policy.permits(kind.capability, e.backend, e.exposed) for e in differing)]
             changed[kind.list_changed] = sorted({*changed.get(kind.list_changed, ()), *hit})
         return {method: names for method, names in changed.items() if names}
+
+
+def policy_changes(old: Catalogue, new: Catalogue, before: Mapping[str, TenantConfig],
+                   after: Mapping[str, TenantConfig]) -> dict[str, list[str]]:
+    """For each list_changed notification, the tenants whose policy a reload changed and whose view
+    of that kind differs: the old catalogue under the old policy against the new under the new."""
+    changed: dict[str, list[str]] = {}
+    for name, tenant in after.items():
+        previous = before.get(name)
+        if previous is None or previous == tenant:
+            continue  # a new tenant has no client yet; an unchanged one is the catalogue listener's
+        views = TenantView(old, previous, page_size=DIFF_PAGE), TenantView(new, tenant, page_size=DIFF_PAGE)
+        for method in _kinds_differing(*views):
+            changed.setdefault(method, []).append(name)
+    return changed
+
+
+DIFF_PAGE = 10_000
+"""Views built only to be compared: one page is enough."""
+
+
+def _kinds_differing(old: TenantView, new: TenantView) -> list[str]:
+    """The list_changed methods of the kinds whose items differ between two views of one tenant."""
+    methods = [spec.TOOLS_LIST_CHANGED] if [e.json() for e in old.entries] != [e.json() for e in new.entries] else []
+    for kind in KINDS:
+        before, after = old.listing(kind).entries, new.listing(kind).entries
+        if [e.json(kind) for e in before] != [e.json(kind) for e in after] and kind.list_changed not in methods:
+            methods.append(kind.list_changed)
+    return methods
 
 
 def _differing(old: Catalogue, new: Catalogue) -> list[ToolEntry]:

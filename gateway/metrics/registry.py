@@ -77,8 +77,14 @@ CLIENT_REQUESTS = Family("mcpgw_client_requests_total",
                          "Backend requests (sampling, elicitation, roots) relayed to the client of a call, "
                          "by outcome.", ("kind", "outcome"))
 INFLIGHT = Family("mcpgw_inflight_requests", "MCP requests being answered now.", (), "gauge", "livesum")
+BACKEND_RESTARTS = Family("mcpgw_backend_restarts_total", "Times a stdio backend's process was started again "
+                          "after it ended.", ("backend",))
+CONFIG_RELOADS = Family("mcpgw_config_reloads_total", "Config reloads (SIGHUP, POST /admin/reload) by outcome.",
+                        ("outcome",))
+RELOAD_OUTCOMES = ("applied", "rejected")
 HOT_FAMILIES = (REQUESTS, REQUEST_DURATION, TOOL_CALLS, TOOL_CALL_DURATION, UPSTREAM_DURATION, CATALOGUE_REFRESH,
-                CATALOGUE_CACHE, RATE_LIMITED, AUTH_FAILURES, CLIENT_REQUESTS, INFLIGHT)
+                CATALOGUE_CACHE, RATE_LIMITED, AUTH_FAILURES, CLIENT_REQUESTS, INFLIGHT, BACKEND_RESTARTS,
+                CONFIG_RELOADS)
 """The metrics updated per request (or often), batched; the state gauges are on `Metrics`."""
 
 
@@ -160,11 +166,10 @@ class Metrics:
                  multiprocess_dir: str | None = None, clock: Callable[[], float] = time.time) -> None:
         self.registry = registry
         self.multiprocess_dir = multiprocess_dir
-        self.tenants = frozenset(tenants)
-        self.backends = tuple(backends)
-        self._backend_set = frozenset(self.backends)
+        self._labels(tenants, backends)
         self._tools: Mapping[str, Any] = {}
         self._fetched_at: dict[str, float] = {}
+        self.clock = clock
         self.age = _CatalogueAge(self._fetched_at, clock)
         self._methods = frozenset({*spec.KNOWN_METHODS, BATCH})
         self._auth_reasons: set[str] = set()
@@ -172,6 +177,20 @@ class Metrics:
         self._define_gauges(registry)
         registry.register(self.age)
         self._start_series()
+
+    def _labels(self, tenants: Iterable[str], backends: Iterable[str]) -> None:
+        self.tenants = frozenset(tenants)
+        self.backends = tuple(backends)
+        self._backend_set = frozenset(self.backends)
+
+    def reconfigure(self, config: Config) -> None:
+        """A reload: tenants and backends of the new config become label values (their series start at 0)."""
+        known = self._backend_set
+        self._labels(config.tenants, [b.name for b in config.backends])
+        for tenant in self.tenants:
+            self._batch.counts[(RATE_LIMITED, tenant)] += 0
+        for backend in self._backend_set - known:
+            self._start_backend(backend)
 
     @classmethod
     def for_config(cls, config: Config, registry: CollectorRegistry) -> Metrics:
@@ -201,6 +220,9 @@ class Metrics:
         self.ready = gauge("mcpgw_ready", "1 while /readyz would answer 200.", (), "livemostrecent")
         # livemin: one worker cut off from Redis shows as 0 (the memory store is always up).
         self.store_up = gauge("mcpgw_store_up", "1 while the shared store (Redis) answers.", (), "livemin")
+        self.last_reload = gauge("mcpgw_config_last_reload_success_timestamp_seconds",
+                                 "When the config in force was loaded (start or reload), in Unix seconds.",
+                                 (), "livemax")
 
     def _start_series(self) -> None:
         """Series exist from the start, so rate() and alerts see zeros."""
@@ -212,12 +234,19 @@ class Metrics:
         counts[(INFLIGHT,)] += 0
         for kind in RELAYED_METHODS:
             counts[(CLIENT_REQUESTS, kind, "ok")] += 0
+        for outcome in RELOAD_OUTCOMES:
+            counts[(CONFIG_RELOADS, outcome)] += 0
         for backend in self.backends:
-            self.backend_up.labels(backend).set(0)
-            self.circuit_open.labels(backend).set(0)
-            self.catalogue_tools.labels(backend).set(0)
+            self._start_backend(backend)
         self.ready.set(0)
         self.store_up.set(1)
+        self.last_reload.set(self.clock())
+
+    def _start_backend(self, backend: str) -> None:
+        self._batch.counts[(BACKEND_RESTARTS, backend)] += 0
+        self.backend_up.labels(backend).set(0)
+        self.circuit_open.labels(backend).set(0)
+        self.catalogue_tools.labels(backend).set(0)
 
     # ---------------------------------------------------------------- labels
 
@@ -272,6 +301,16 @@ class Metrics:
 
     def rate_limit_hit(self, tenant: str | None) -> None:
         self._batch.counts[(RATE_LIMITED, self.tenant_label(tenant))] += 1
+
+    def backend_restarted(self, backend: str) -> None:
+        """A stdio backend's process ended and is being started again."""
+        self._batch.counts[(BACKEND_RESTARTS, self.backend_label(backend))] += 1
+
+    def config_reloaded(self, applied: bool) -> None:
+        """A reload ended: applied (the new config serves from now on) or rejected (the old one goes on)."""
+        self._batch.counts[(CONFIG_RELOADS, RELOAD_OUTCOMES[0] if applied else RELOAD_OUTCOMES[1])] += 1
+        if applied:
+            self.last_reload.set(self.clock())
 
     def inflight_add(self, amount: int) -> None:
         self._batch.counts[(INFLIGHT,)] += amount

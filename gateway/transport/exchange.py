@@ -70,6 +70,12 @@ class Exchange:
         self.forward_answer = forward_answer  # to the other replicas (a session's POSTs may land on any)
         self.busy: dict[str, int] = {}  # requests being answered, per tenant (limits.in_flight)
 
+    def rebind(self, *, dispatcher: Dispatcher, authenticator: Authenticator,
+               tenants: Mapping[str, TenantConfig]) -> None:
+        """A reload's new core: the next request is served by it (no await between the assignments)."""
+        self.dispatcher, self.authenticator, self.tenants = dispatcher, authenticator, tenants
+        self.authenticate = authenticator.authenticate
+
     # ---------------------------------------------------------------- admission
 
     async def admit(self, principal: Principal, data: Any = None) -> TenantConfig:

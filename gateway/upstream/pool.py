@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from gateway.config import Backend, HttpBackend
 from gateway.config.backend_http import tls_context
@@ -22,7 +22,8 @@ from gateway.upstream.stdio import StdioUpstream
 CLIENT_INFO = {"name": "mcp-gateway", "version": "0.1.0"}
 
 
-def make_upstream(backend: Backend, *, http_client: str = "builtin") -> Upstream:
+def make_upstream(backend: Backend, *, http_client: str = "builtin",
+                  on_restart: Callable[[str], None] | None = None) -> Upstream:
     if isinstance(backend, HttpBackend):
         return HttpUpstream(
             backend.name,
@@ -36,7 +37,7 @@ def make_upstream(backend: Backend, *, http_client: str = "builtin") -> Upstream
         )
     return StdioUpstream(
         backend.name, command=stdio_command(backend.command), env=dict(backend.env), cwd=backend.cwd,
-        client_info=CLIENT_INFO, max_line=backend.max_response_bytes,
+        client_info=CLIENT_INFO, max_line=backend.max_response_bytes, on_restart=on_restart,
     )
 
 
@@ -60,16 +61,27 @@ def stdio_command(command: Sequence[str]) -> list[str]:
 
 
 class UpstreamPool:
+    """The upstreams by backend name. A reload swaps the whole mapping in one assignment
+    (`swap`), so a call looks its upstream up in either the old mapping or the new one."""
+
     def __init__(self, backends: Sequence[Backend], *, on_circuit_change: CircuitListener | None = None,
-                 http_client: str = "builtin") -> None:
-        self._upstreams = {
-            b.name: RoutedUpstream(make_upstream(b, http_client=http_client), policy_for(b),
-                                   on_circuit_change=on_circuit_change)
-            for b in backends
-        }
+                 http_client: str = "builtin", on_restart: Callable[[str], None] | None = None) -> None:
+        self._on_circuit_change = on_circuit_change
+        self._http_client = http_client
+        self._on_restart = on_restart
+        self._upstreams = {b.name: self.build(b) for b in backends}
+
+    def build(self, backend: Backend) -> RoutedUpstream:
+        """A new upstream for `backend`, not started and not yet in the pool."""
+        inner = make_upstream(backend, http_client=self._http_client, on_restart=self._on_restart)
+        return RoutedUpstream(inner, policy_for(backend), on_circuit_change=self._on_circuit_change)
 
     def get(self, name: str) -> RoutedUpstream:
         return self._upstreams[name]
+
+    def swap(self, upstreams: Mapping[str, RoutedUpstream]) -> None:
+        """Serve from `upstreams` from now on; the caller drains and closes the ones left out."""
+        self._upstreams = dict(upstreams)
 
     def __iter__(self) -> Iterator[Upstream]:
         return iter(self._upstreams.values())

@@ -51,6 +51,12 @@ class Limiter:
     def __init__(self, concurrency: int, queue: int) -> None:
         self._slots = Slots(concurrency)
         self._queue = queue
+        self._concurrency = concurrency
+
+    @property
+    def busy(self) -> int:
+        """Calls holding a slot or waiting for one."""
+        return self._concurrency - self._slots.free + self._slots.waiting
 
     def try_acquire(self) -> bool:
         """Take a free slot now (the usual case: no coroutine); pair with `release()`."""
@@ -94,6 +100,11 @@ class RoutedUpstream:
     def pid(self) -> int | None:
         """The stdio child's pid (None for HTTP backends), for forced-exit cleanup."""
         return getattr(self.inner, "pid", None)
+
+    @property
+    def busy(self) -> int:
+        """Calls in flight or queued here: a reload closes a retired upstream once this is 0."""
+        return self._limiter.busy
 
     async def start(self) -> None:
         await self.inner.start()

@@ -19,6 +19,10 @@ class Slots:
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     @property
+    def free(self) -> int:
+        return self._free
+
+    @property
     def waiting(self) -> int:
         return len(self._waiters)
 

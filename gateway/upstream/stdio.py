@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -83,8 +83,10 @@ class StdioUpstream:
         start_timeout: float = 30.0,
         restart_delays: tuple[float, float] = (0.5, 30.0),
         max_line: int = MAX_RESPONSE_BYTES,
+        on_restart: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
+        self._on_restart = on_restart  # told the backend's name each time a dead child is started again
         self.protocol_version: str | None = None  # negotiated by the current child
         self.server_capabilities: JsonObject = {}  # declared by the current child
         self._command = list(command)
@@ -337,6 +339,8 @@ class StdioUpstream:
                 _log.warning("backend process down, restarting", backend=self.name, delay=delay,
                              reason=self._exits.last)
                 await asyncio.sleep(delay)
+                if self._on_restart is not None and not self._closing:
+                    self._on_restart(self.name)
         finally:
             self._attempted.set()  # start() never waits for a supervisor that is gone
 
