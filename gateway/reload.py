@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -101,8 +101,8 @@ class BackendPlan:
 
 
 def restart_only_changes(old: Config, new: Config) -> list[str]:
-    """The RESTART_ONLY settings that differ between two configs."""
-    return [path for path in RESTART_ONLY if _at(old, path) != _at(new, path)]
+    """The keys under RESTART_ONLY whose values differ between two configs, e.g. `server.port`."""
+    return [key for path in RESTART_ONLY for key in _differences(_at(old, path), _at(new, path), path)]
 
 
 def _at(config: Config, path: str) -> Any:
@@ -110,6 +110,15 @@ def _at(config: Config, path: str) -> Any:
     for part in path.split("."):
         value = getattr(value, part)
     return value
+
+
+def _differences(old: Any, new: Any, path: str) -> list[str]:
+    if old == new:
+        return []
+    if is_dataclass(old) and type(old) is type(new):
+        return [key for f in fields(old) for key in _differences(getattr(old, f.name), getattr(new, f.name),
+                                                                  f"{path}.{f.name}")]
+    return [path]
 
 
 def changed_tenants(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[str, ...]:
