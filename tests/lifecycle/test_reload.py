@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
+import socket
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,10 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+import redis.asyncio as redis
 import yaml
 
-from lifecycle.processes import HOST, REPO_ROOT, GatewayProcess, free_port, sse_data, wait_gone
+from lifecycle.processes import HOST, REPO_ROOT, GatewayProcess, children_of, free_port, sse_data, wait_gone
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")]
 
@@ -315,8 +318,62 @@ async def test_concurrent_reloads_run_one_after_the_other(start_gateway: Any, tm
     assert len([pid for pid in gateway.tree() if _is_calc(pid)]) == 2
 
 
+def _children_marked(parent: int, mark: str) -> int:
+    return sum(f"MARK={mark}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+               for pid in children_of(parent))
+
+
 def _is_calc(pid: int) -> bool:
     try:
         return b"gateway.demo.calc" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _redis_up() -> bool:
+    try:
+        with socket.create_connection((HOST, 6379), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+async def redis_prefix() -> AsyncIterator[str]:
+    """A key prefix of this test's own, its keys deleted afterwards."""
+    prefix = f"mcpgw-reload-{uuid.uuid4().hex[:8]}:"
+    yield prefix
+    client = redis.from_url(REDIS_URL)
+    try:
+        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+async def test_sighup_to_the_supervisor_reloads_every_worker(start_gateway: Any, tmp_path: Path, redis_prefix: str,
+                                                             http: aiohttp.ClientSession) -> None:
+    store = {"redis_url": REDIS_URL, "key_prefix": redis_prefix}
+    config = write_config(tmp_path / "gateway.yaml", backends=[calc("calc")], store=store)
+    port = free_port()
+    gateway = await start_gateway(config, port, "--workers", "2")
+    workers = children_of(gateway.pid)
+    assert len(workers) == 2
+
+    write_config(config, backends=[calc("calc"), calc("more")], store=store)
+    gateway.signal(signal.SIGHUP)
+    first, second = await logged(gateway, "config_reloaded"), await logged(gateway, "config_reloaded", count=2)
+    assert first["backends"]["added"] == second["backends"]["added"] == ["more"]
+    for worker in workers:  # each worker runs the new backend's child itself
+        assert _children_marked(worker, "more") == 1
+    for _ in range(4):  # new connections, spread over the workers by the kernel
+        async with aiohttp.ClientSession() as fresh:
+            client = await Client(fresh, gateway.url()).open()
+            assert "more__add" in await client.tools()
+            await client.close()
