@@ -16,6 +16,8 @@ from gateway.config import Config, ConfigError, HttpBackend, load_config
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.run is _init:
+        return _init(args)
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -59,7 +61,37 @@ def _parser() -> argparse.ArgumentParser:
     catalogue = command("catalogue", _catalogue, "print the merged catalogue")
     catalogue.add_argument("--tenant")
     command("stdio", _stdio, "serve one local client over stdin/stdout")
+    init = commands.add_parser("init", help="write a starter config file")
+    init.add_argument("path", nargs="?", default="gateway.yaml", help="where (default: ./gateway.yaml)")
+    init.add_argument("--force", action="store_true", help="overwrite the file if it exists")
+    init.set_defaults(run=_init)
     return parser
+
+
+def _init(args: argparse.Namespace) -> int:
+    """Write the starter config with two new API keys (only their hashes go in the file)."""
+    import hashlib
+    import secrets
+    from importlib.resources import files
+    from pathlib import Path
+
+    path = Path(args.path)
+    if path.exists() and not args.force:
+        print(f"error: {path} exists; use --force to overwrite it", file=sys.stderr)
+        return 1
+    keys = {name: f"mgw_{secrets.token_urlsafe(32)}" for name in ("USER", "ADMIN")}
+    text = (files("gateway") / "starter_config.yaml").read_text(encoding="utf-8")
+    for name, key in keys.items():
+        text = text.replace(f"@{name}_KEY_SHA256@", hashlib.sha256(key.encode()).hexdigest())
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot write {path} ({exc.strerror})", file=sys.stderr)
+        return 1
+    print(f"wrote {path}\nAPI key of tenant team (shown only now): {keys['USER']}\n"
+          f"admin key (tenant ops, scope mcpgw:admin): {keys['ADMIN']}\n"
+          f"next: mcp-gateway check-config --config {path} && mcp-gateway serve --config {path}")
+    return 0
 
 
 def _serve(config: Config, args: argparse.Namespace) -> int:
