@@ -43,6 +43,7 @@ def test_the_wheel_holds_every_module_the_default_config_and_no_top_level_backen
     demo = {f"gateway/demo/{p.name}" for p in (REPO_ROOT / "backends").glob("*.py")}
     assert {name for name in names if name.endswith(".py")} == source | demo
     assert "gateway/default_config.yaml" in names
+    assert "gateway/starter_config.yaml" in names  # what `mcp-gateway init` writes
 
 
 def test_check_config_validates_the_bundled_config_outside_the_repository(demo_venv: Venv) -> None:
@@ -50,6 +51,16 @@ def test_check_config_validates_the_bundled_config_outside_the_repository(demo_v
     assert checked.returncode == 0, checked.stderr
     assert "backend clock (stdio" in checked.stdout
     assert "gateway.demo.clock" in checked.stdout
+
+
+def test_init_writes_a_starter_config_the_installed_gateway_accepts(demo_venv: Venv) -> None:
+    target = demo_venv.path.parent / "starter" / "gateway.yaml"
+    target.parent.mkdir(exist_ok=True)
+    written = demo_venv.run("mcp-gateway", "init", str(target), "--force")
+    assert written.returncode == 0, written.stderr
+    checked = demo_venv.run("mcp-gateway", "check-config", "--config", str(target))
+    assert checked.returncode == 0, checked.stderr
+    assert "backend calc (stdio" in checked.stdout
 
 
 def test_serve_runs_the_demo_and_answers_a_tools_call(demo_venv: Venv) -> None:
