@@ -64,7 +64,12 @@ def _gateway_state(endpoint: McpEndpoint,
     async def gateway_state(app: web.Application) -> AsyncIterator[None]:
         config = app[keys.CONFIG]
         # Memory stores, or Redis ones shared by every replica (config.store); closed after the core.
-        async with open_shared_state(config, metrics=app[keys.METRICS]) as shared:
+        reloader: Reloader | None = None
+
+        def current() -> Config:
+            return reloader.config if reloader is not None else config
+
+        async with open_shared_state(config, metrics=app[keys.METRICS], current=current) as shared:
             core = build_components(config, list_changed=True, store=shared.snapshots,
                                     metrics=app[keys.METRICS])  # the same core serves stdio
             asks = PendingAsks()  # the gateway's questions to clients; answers may come via another replica

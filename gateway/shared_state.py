@@ -102,10 +102,13 @@ class SharedRateLimiter:
 
 
 @contextlib.asynccontextmanager
-async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -> AsyncIterator[SharedState]:
-    """The shared state for this process, running until the context ends."""
+async def open_shared_state(config: Config, *, metrics: Metrics | None = None,
+                            current: Callable[[], Config] | None = None) -> AsyncIterator[SharedState]:
+    """The shared state for this process, running until the context ends. `current` gives the config
+    in force (a reload changes tenants' session budgets); by default `config`, for good."""
+    limits = session_limits(current or (lambda: config))
     if not config.store.redis_url:
-        sessions = MemorySessionStore(idle_seconds=config.server.session_idle_seconds, limit_for=session_limits(config),
+        sessions = MemorySessionStore(idle_seconds=config.server.session_idle_seconds, limit_for=limits,
                                       on_count=metrics.sessions_observed if metrics is not None else None)
         expiry = asyncio.create_task(sessions.run(), name="session-expiry")
         try:
@@ -116,7 +119,7 @@ async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -
     redis = create_client(config.store.redis_url)
     health = StoreHealth(name=redacted(config.store.redis_url),
                          on_change=metrics.store_observed if metrics is not None else None)
-    state = _redis_state(config, redis, health, metrics)
+    state = _redis_state(config, redis, health, metrics, limits)
     try:
         await _start(state, redis, health)
         yield state
@@ -126,13 +129,14 @@ async def open_shared_state(config: Config, *, metrics: Metrics | None = None) -
         await close_client(redis)
 
 
-def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metrics | None) -> SharedState:
+def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metrics | None,
+                 limits: Callable[[str], int]) -> SharedState:
     prefix = config.store.key_prefix
     events = EventBus(redis, channel=f"{prefix}events", health=health)
     snapshots = RedisSnapshotStore(redis, key_prefix=prefix, backends=[b.name for b in config.backends],
                                    health=health, events=events, ttl_seconds=snapshot_ttl(config))
     sessions = RedisSessionStore(redis, key_prefix=prefix, health=health, events=events,
-                                 idle_seconds=config.server.session_idle_seconds, limit_for=session_limits(config),
+                                 idle_seconds=config.server.session_idle_seconds, limit_for=limits,
                                  on_count=metrics.sessions_observed if metrics is not None else None)
     limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
     return SharedState(snapshots, sessions, limiter, health=health, events=events, required=config.store.required,
@@ -148,9 +152,14 @@ async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:
             await asyncio.wait_for(state.events.subscribed.wait(), SUBSCRIBE_WAIT_SECONDS)
 
 
-def session_limits(config: Config) -> Callable[[str], int]:
-    """Each tenant's session budget (a tenant no longer configured gets the defaults)."""
-    return lambda tenant: (config.tenants[tenant].limits if tenant in config.tenants else config.limits).sessions
+def session_limits(current: Callable[[], Config]) -> Callable[[str], int]:
+    """Each tenant's session budget in the config in force (a tenant no longer configured gets the defaults)."""
+
+    def limit(tenant: str) -> int:
+        config = current()
+        return (config.tenants[tenant].limits if tenant in config.tenants else config.limits).sessions
+
+    return limit
 
 
 def snapshot_ttl(config: Config) -> float:

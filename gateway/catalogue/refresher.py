@@ -95,6 +95,7 @@ class CatalogueService:
             if key[0] in fresh or config.backend(key[0]) is None:
                 task.cancel()  # it asks an upstream that is being retired
         self.config, self.order = config, [(b.name, b.namespace) for b in config.backends]
+        self.store.track([b.name for b in config.backends])
         self.views.clear(config.catalogue.page_size)  # tenant policies may have changed, the version not
         kept = {b.name: self.current.snapshots[b.name] for b in config.backends
                 if b.name not in fresh and b.name in self.current.snapshots}

@@ -73,6 +73,9 @@ class SnapshotStore(Protocol):
     def on_change(self, listener: ChangeListener) -> None:
         """Call `listener(backend)` when another replica stored a new snapshot of it."""
 
+    def track(self, backends: Sequence[str]) -> None:
+        """The backends whose snapshots matter from now on (a reload changed them)."""
+
 
 class _NoLock:
     """The lock of a store only this process uses (or of Redis while it is down)."""
@@ -89,6 +92,9 @@ class MemorySnapshotStore:
 
     def __init__(self) -> None:
         self._records: dict[str, StoredSnapshot] = {}
+
+    def track(self, backends: Sequence[str]) -> None:
+        """Nothing to follow: no other replica writes here."""
 
     async def load(self) -> dict[str, BackendSnapshot]:
         return {name: record.snapshot for name, record in self._records.items()}
@@ -138,6 +144,10 @@ class RedisSnapshotStore:
 
     def lock_key(self, backend: str) -> str:
         return f"{self.key_prefix}catalogue-lock:{backend}"
+
+    def track(self, backends: Sequence[str]) -> None:
+        """Other replicas' changes of these backends are heard from now on (and re-read after an outage)."""
+        self.backends = tuple(backends)
 
     async def load(self) -> dict[str, BackendSnapshot]:
         snapshots = {}

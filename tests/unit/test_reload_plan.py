@@ -6,9 +6,10 @@ from dataclasses import replace
 
 from gateway.catalogue.merge import BackendSnapshot, Catalogue, Tool, merge, snapshot_version
 from gateway.catalogue.views import ViewCache, policy_changes
-from gateway.config import AuthConfig, Config, ServerConfig, StdioBackend, TenantConfig
+from gateway.config import AuthConfig, Config, ServerConfig, StdioBackend, TenantConfig, TenantLimits
 from gateway.protocol import spec
 from gateway.reload import BackendPlan, changed_tenants, restart_only_changes
+from gateway.shared_state import session_limits
 
 
 def stdio(name: str, **extra: object) -> StdioBackend:
@@ -66,3 +67,11 @@ def test_a_view_built_under_an_old_policy_is_not_served_under_the_new_one() -> N
     assert len(views.get(world, old).entries) == 2
     assert [e.exposed for e in views.get(world, new).entries] == ["calc__add"]  # same name, same version
     assert views.get(world, new) is views.get(world, new)  # and then cached
+
+
+def test_session_budgets_follow_the_config_in_force() -> None:
+    in_force = [Config(tenants={"acme": TenantConfig("acme", limits=TenantLimits(sessions=5))})]
+    limit = session_limits(lambda: in_force[0])
+    assert (limit("acme"), limit("new")) == (5, TenantLimits().sessions)
+    in_force[0] = Config(tenants={"new": TenantConfig("new", limits=TenantLimits(sessions=2))})  # a reload
+    assert (limit("acme"), limit("new")) == (TenantLimits().sessions, 2)
