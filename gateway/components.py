@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.store import MemorySnapshotStore, SnapshotStore
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
+from gateway.upstream.base import Upstream
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -64,8 +66,8 @@ def build_front(config: Config, *, catalogue: CatalogueService, pool: UpstreamPo
     return dispatcher, Authenticator(config, on_failure=metrics.auth_failed if metrics else None)
 
 
-def kill_children(pool: UpstreamPool) -> list[int]:
-    """SIGKILL the pool's running stdio children: the last resort of a forced exit, so none is orphaned."""
+def kill_children(pool: Iterable[Upstream]) -> list[int]:
+    """SIGKILL the upstreams' running stdio children: the last resort of a forced exit, so none is orphaned."""
     killed = []
     for upstream in pool:
         pid = getattr(upstream, "pid", None)  # only stdio upstreams have a child process

@@ -144,6 +144,7 @@ class Reloader:
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Outcome]] = set()
+        self.retired: set[RoutedUpstream] = set()  # draining: a forced exit kills their children too
 
     async def reload(self, trigger: str) -> Outcome:
         """Read, check and apply the config; concurrent calls run one after the other."""
@@ -241,7 +242,13 @@ class Reloader:
     def _retire(self, upstreams: list[tuple[RoutedUpstream, float]], authenticator: Authenticator) -> None:
         task = asyncio.create_task(_drain_and_close(upstreams, authenticator), name="reload-retire")
         self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
+        self.retired.update(upstream for upstream, _ in upstreams)
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._retiring.discard(task)
+            self.retired.difference_update(upstream for upstream, _ in upstreams)
+
+        task.add_done_callback(done)
 
 
 async def _drain_and_close(upstreams: list[tuple[RoutedUpstream, float]], authenticator: Authenticator) -> None:

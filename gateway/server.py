@@ -195,9 +195,10 @@ def _reload(app: web.Application) -> None:
 
 
 def _kill_children(app: web.Application) -> None:
-    pool = app.get(keys.POOL)
+    pool, reloader = app.get(keys.POOL), app.get(RELOADER)
     if pool is not None:
-        log.warning("killing_backend_processes", pids=kill_children(pool))
+        retired = list(reloader.retired) if reloader is not None else []
+        log.warning("killing_backend_processes", pids=kill_children([*pool, *retired]))
 
 
 def _log_totals(app: web.Application, tracker: RequestTracker, signals: lifecycle.ShutdownSignals,
