@@ -203,10 +203,10 @@ class Reloader:
                    for name in plan.removed + plan.replaced]
         self._swap(new, upstreams)
         before, after = self.core.catalogue.reconfigure(new, snapshots)  # no await since the swap
-        await self.core.catalogue.announce(before, after, snapshots)
+        self._retire(retired, old_auth)  # before any await: whatever happens next, they stop
         for method, tenants in policy_changes(old_catalogue, after, old_config.tenants, new.tenants).items():
             self.deliver(set(tenants), {"jsonrpc": "2.0", "method": method})
-        self._retire(retired, old_auth)
+        await self.core.catalogue.announce(before, after, snapshots)
         return Outcome(applied=True, added=plan.added, removed=plan.removed, replaced=plan.replaced,
                        tenants=changed_tenants(old_config.tenants, new.tenants))
 
