@@ -18,12 +18,13 @@ from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
 from gateway.reload import RELOADER, ConfigSource, Reloader, reload_endpoint
-from gateway.shared_state import open_shared_state
+from gateway.shared_state import SharedState, open_shared_state
 from gateway.transport.channel import PendingAsks
 from gateway.transport.errors import error_replies
 from gateway.transport.exchange import Exchange
 from gateway.transport.http import McpEndpoint
 from gateway.transport.requestlog import setup_request_log
+from gateway.transport.rounds import Rounds, RoundSettings
 from gateway.transport.security import origin_check
 from gateway.transport.streams import StreamHub
 
@@ -78,8 +79,10 @@ def _gateway_state(endpoint: McpEndpoint,
                                 forward_answer=shared.share_answers(asks))
             # A resume this process cannot replay exactly gets every list_changed: the client lists again.
             streams = StreamHub(catch_up=[{"jsonrpc": "2.0", "method": method} for method in spec.LIST_CHANGED_ORDER])
+            rounds = _rounds(config, exchange, shared)  # kept across reloads: they hold calls under way
+
             def bind() -> None:  # again after each reload: the endpoint keeps parts of the exchange
-                endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams)
+                endpoint.bind(exchange=exchange, sessions=shared.sessions, streams=streams, rounds=rounds)
 
             bind()
             app[keys.POOL] = core.pool
@@ -87,6 +90,7 @@ def _gateway_state(endpoint: McpEndpoint,
             app[keys.STREAMS] = streams
             app[keys.SESSIONS] = shared.sessions
             app[keys.EXCHANGE] = exchange
+            app[keys.ROUNDS] = rounds
             reloader = app[RELOADER] = Reloader(config=config, core=core, exchange=exchange, source=reload_source,
                                                 deliver=streams.publish, metrics=app[keys.METRICS], on_swap=bind)
             shared.bind(streams, on_ended=exchange.asks.abandon)
@@ -99,6 +103,22 @@ def _gateway_state(endpoint: McpEndpoint,
             yield
             await reloader.close()
             streams.close_all()
+            await rounds.close()
             await core.close()
 
     return gateway_state
+
+
+def _rounds(config: Config, exchange: Exchange, shared: SharedState) -> Rounds:
+    """Multi-round trips for 2026 clients (transport.rounds), reachable from every replica. A round's
+    call runs on the dispatcher in force when it starts (a reload swaps the exchange's)."""
+    dispatcher = exchange.dispatcher
+    settings = RoundSettings(round_seconds=config.mrtr.round_seconds, max_rounds=config.mrtr.max_rounds,
+                             server_info=dispatcher.stateless.server_info,
+                             take_slot=exchange.take_slot, release_slot=exchange.release_slot)
+    rounds = Rounds(lambda message, ctx: exchange.dispatcher.handle(message, ctx), shared.seal, settings,
+                    replica=shared.replica_id)
+    # a retry may come as late as a call may last, plus the wait for its round to be retried
+    longest = max((backend.call_cap_seconds for backend in config.backends), default=0.0)
+    shared.share_rounds(rounds, max_wait=longest + config.mrtr.round_seconds)
+    return rounds

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the names in the AppKey strings below
     from gateway.metrics import Metrics  # noqa: F401
     from gateway.transport.exchange import Exchange  # noqa: F401
     from gateway.transport.http import McpEndpoint  # noqa: F401
+    from gateway.transport.rounds import Rounds  # noqa: F401
     from gateway.transport.sessions import SessionStore  # noqa: F401
     from gateway.transport.streams import StreamHub  # noqa: F401
     from gateway.upstream.pool import UpstreamPool  # noqa: F401
@@ -26,4 +27,5 @@ EXCHANGE = web.AppKey["Exchange"]("exchange")  # the transport-free core the MCP
 ENDPOINT = web.AppKey["McpEndpoint"]("endpoint")  # POST/GET/DELETE on server.path; session channels
 METRICS = web.AppKey["Metrics"]("metrics")  # owns the app's CollectorRegistry
 READINESS = web.AppKey["Readiness"]("readiness")  # gates, checks and draining behind /readyz
+ROUNDS = web.AppKey["Rounds"]("rounds")  # 2026 calls held across multi-round trips
 

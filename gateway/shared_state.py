@@ -4,23 +4,32 @@ With `store.redis_url` unset, every part is the in-process memory one. With it s
 Redis client (one connection pool) per process serves the catalogue snapshots, the
 sessions, the rate-limit counters and the event channel, and three background tasks run:
 the health watchdog (PING), the event subscriber, and the session expiry pusher.
+
+The event channel also carries what must reach one replica in particular: a session's answer
+to the replica that asked, a multi-round retry to the replica holding its round. The key that
+seals `requestState` is `mrtr.secret`, or else one every replica shares in Redis (made by the
+first to start), or else, with no Redis, one of this process's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.catalogue.store import MemorySnapshotStore, RedisSnapshotStore, SnapshotStore
 from gateway.config import Config, RateLimitConfig
+from gateway.protocol.request_state import StateSeal
 from gateway.ratelimit import Decision, MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from gateway.store.client import create_client
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable, cancel_quietly, close_quietly, redacted
 from gateway.transport.channel import ForwardAnswer, PendingAsks
+from gateway.transport.rounds import Rounds
+from gateway.transport.rounds_remote import RemoteRounds
 from gateway.transport.sessions import MemorySessionStore, RedisSessionStore, SessionStore
 from gateway.transport.streams import StreamHub
 
@@ -32,6 +41,9 @@ SUBSCRIBE_WAIT_SECONDS = 1.0
 
 CLIENT_ANSWER_EVENT = "client_answer"
 """Event kind: a client's answer to a gateway request (fields: session, message), for the replica that asked."""
+
+ROUND_KEY = "mrtr:key"
+"""Under the key prefix: the requestState key the replicas share when `mrtr.secret` is not set."""
 
 NOT_READY_REASON = "redis unreachable (store.required is true)"
 
@@ -47,6 +59,8 @@ class SharedState:
     snapshots: SnapshotStore
     sessions: SessionStore
     rate_limiter: RateLimiter
+    seal: StateSeal  # seals and opens multi-round `requestState`s
+    replica_id: str = field(default_factory=lambda: secrets.token_hex(8))  # the event bus's, with Redis
     health: StoreHealth | None = None  # None: the memory store, always up
     events: EventBus | None = None
     required: bool = False
@@ -78,6 +92,11 @@ class SharedState:
 
         events.on(CLIENT_ANSWER_EVENT, on_answer)
         return forward
+
+    def share_rounds(self, rounds: Rounds, *, max_wait: float) -> None:
+        """A retry that reaches another replica than the one holding its round is passed on to it."""
+        if self.events is not None:
+            RemoteRounds(self.events, rounds, max_wait=max_wait)
 
     async def readiness(self) -> str | None:
         """For /readyz: with store.required, not ready until Redis first answers, or once it stays down."""
@@ -112,7 +131,7 @@ async def open_shared_state(config: Config, *, metrics: Metrics | None = None,
                                       on_count=metrics.sessions_observed if metrics is not None else None)
         expiry = asyncio.create_task(sessions.run(), name="session-expiry")
         try:
-            yield SharedState(MemorySnapshotStore(), sessions, MemoryRateLimiter())
+            yield SharedState(MemorySnapshotStore(), sessions, MemoryRateLimiter(), state_seal(config))
         finally:
             await cancel_quietly(expiry)
         return
@@ -122,6 +141,8 @@ async def open_shared_state(config: Config, *, metrics: Metrics | None = None,
     state = _redis_state(config, redis, health, metrics, limits)
     try:
         await _start(state, redis, health)
+        if not config.mrtr.secret:
+            await _share_round_key(state, redis, f"{config.store.key_prefix}{ROUND_KEY}")
         yield state
     finally:
         for task in state.tasks:
@@ -139,7 +160,8 @@ def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metri
                                  idle_seconds=config.server.session_idle_seconds, limit_for=limits,
                                  on_count=metrics.sessions_observed if metrics is not None else None)
     limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
-    return SharedState(snapshots, sessions, limiter, health=health, events=events, required=config.store.required,
+    return SharedState(snapshots, sessions, limiter, state_seal(config), replica_id=events.replica_id, health=health,
+                       events=events, required=config.store.required,
                        runners=[events.run, sessions.run, lambda: health.watch(redis.ping)])
 
 
@@ -150,6 +172,28 @@ async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:
     if health.up and state.events is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(state.events.subscribed.wait(), SUBSCRIBE_WAIT_SECONDS)
+
+
+def state_seal(config: Config) -> StateSeal:
+    """`mrtr.secret`, else this process's own key until the replicas' shared one is known."""
+    secret = config.mrtr.secret
+    return StateSeal([secret.encode() if secret else secrets.token_bytes(32)], config.mrtr.round_seconds)
+
+
+async def _share_round_key(state: SharedState, redis: Any, key: str) -> None:
+    """The replicas' shared key: the first replica's (SET NX), learnt now and again whenever the event
+    subscription is made anew (Redis may have been down at start). Keys learnt earlier still open states."""
+    async def learn() -> None:
+        assert state.health is not None
+        with contextlib.suppress(StoreUnavailable):
+            await state.health.call(lambda: redis.set(key, secrets.token_hex(32), nx=True))
+            shared = await state.health.call(lambda: redis.get(key))
+            if isinstance(shared, bytes | str) and shared:
+                state.seal.prefer(shared.encode() if isinstance(shared, str) else shared)
+
+    await learn()
+    if state.events is not None:
+        state.events.on_resync(learn)
 
 
 def session_limits(current: Callable[[], Config]) -> Callable[[str], int]:

@@ -29,6 +29,7 @@ from gateway.config.model import (
     JwtConfig,
     LoggingConfig,
     MetricsConfig,
+    MrtrConfig,
     RateLimitConfig,
     ResourceMetadataConfig,
     ServerConfig,
@@ -44,6 +45,6 @@ from gateway.config.reader import ConfigError
 __all__ = [
     "DEFAULT_CONFIG", "AdminConfig", "ApiKeyConfig", "AuthConfig", "Backend", "BackendConfig", "CatalogueConfig",
     "CircuitConfig", "Config", "ConfigError", "HttpBackend", "JwtConfig", "LoggingConfig", "MetricsConfig",
-    "RateLimitConfig", "ResourceMetadataConfig", "ServerConfig", "StdioBackend", "StoreConfig", "TenantConfig",
-    "TenantLimits", "TlsConfig", "UpstreamConfig", "load_config", "parse_config",
+    "MrtrConfig", "RateLimitConfig", "ResourceMetadataConfig", "ServerConfig", "StdioBackend", "StoreConfig",
+    "TenantConfig", "TenantLimits", "TlsConfig", "UpstreamConfig", "load_config", "parse_config",
 ]

@@ -216,6 +216,15 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MrtrConfig:
+    """Multi-round trips (gateway.transport.rounds): a 2026 client answering a handshake-era backend's questions."""
+
+    round_seconds: float = 60.0  # a parked call whose client does not retry this long is cancelled at its backend
+    max_rounds: int = 10  # InputRequiredResults per call; after them the backend's next question is refused
+    secret: str | None = None  # the requestState HMAC key; None: one shared through Redis, else one per process
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -228,6 +237,7 @@ class Config:
     admin: AdminConfig = field(default_factory=AdminConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    mrtr: MrtrConfig = field(default_factory=MrtrConfig)
 
     def backend(self, name: str) -> Backend | None:
         return next((b for b in self.backends if b.name == name), None)

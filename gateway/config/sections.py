@@ -20,6 +20,7 @@ from gateway.config.model import (
     JwtConfig,
     LoggingConfig,
     MetricsConfig,
+    MrtrConfig,
     ResourceMetadataConfig,
     ServerConfig,
     StdioBackend,
@@ -67,6 +68,7 @@ def build_config(root: Section) -> Config:
         admin=read(root.section("admin", AdminConfig), _admin),
         metrics=read(root.section("metrics", MetricsConfig), _metrics),
         logging=read(root.section("logging", LoggingConfig), _logging),
+        mrtr=read(root.section("mrtr", MrtrConfig), _mrtr),
     )
     root.done()
     _check_references(config)
@@ -103,6 +105,14 @@ def _metrics(s: Section) -> MetricsConfig:
     if token is not None and len(token) < 16:
         raise ConfigError(f"{s.where('token')}: must be at least 16 characters")
     return MetricsConfig(port=_checked_port(s, s.optional_integer("port", minimum=1)), token=token)
+
+
+def _mrtr(s: Section) -> MrtrConfig:
+    secret = s.get("secret", str)
+    if secret is not None and len(secret.encode()) < 32:  # "" too: a blank "${VAR:-}" is no key
+        raise ConfigError(f"{s.where('secret')}: must be at least 32 bytes, or null")
+    return MrtrConfig(round_seconds=s.number("round_seconds", minimum=1.0),
+                      max_rounds=s.integer("max_rounds", minimum=1), secret=secret)
 
 
 def _admin(s: Section) -> AdminConfig:

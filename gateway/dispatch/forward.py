@@ -103,7 +103,10 @@ def bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
 
 
 def _without_envelope(params: JsonObject, traceparent: str | None) -> None:
-    """A 2026 request's `_meta` as a backend gets it (`eras.forwarded_meta`); none when nothing is left."""
+    """A 2026 request's `_meta` as a backend gets it (`eras.forwarded_meta`); none when nothing is left.
+    A retry's answers and state are the gateway's (transport.rounds): a handshake-era backend never sees them."""
+    params.pop("inputResponses", None)
+    params.pop("requestState", None)
     meta = params.get("_meta")
     if isinstance(meta, dict):
         forwarded = eras.forwarded_meta(meta, traceparent)

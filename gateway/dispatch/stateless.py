@@ -4,8 +4,8 @@
   `server/discover`; any other is unknown (-32601).
 - Client capabilities: a method may need some (`REQUIRED_CLIENT_CAPABILITIES`); a request whose
   own envelope lacks them gets -32021 naming them. None of today's methods needs one: a
-  backend's sampling, elicitation or roots request during a 2026 call is answered with an error
-  by the request's channel (no server-to-client requests at 2026) until multi-round trips exist.
+  backend's sampling, elicitation or roots request during a 2026 call is relayed in rounds
+  (transport.rounds) when the request declared it, and refused at once otherwise (relay.py).
 - Results: `resultType` and the gateway's serverInfo on every one, cache hints on list results.
   A list page the catalogue pre-encoded gets its 2026 form once per catalogue version, not per request.
 """

@@ -37,6 +37,7 @@ from gateway.transport.credentials import HttpCredentials
 from gateway.transport.exchange import Caller, Exchange
 from gateway.transport.modern import StatelessChannel, StatelessRequests, error_reply, reply_status
 from gateway.transport.requestlog import CONTEXT, PRINCIPAL, REQUEST_ID, TRACEPARENT, stream_headers
+from gateway.transport.rounds import Rounds
 from gateway.transport.sessions import Session, SessionStore
 from gateway.transport.streams import StreamHub
 
@@ -54,15 +55,18 @@ class McpEndpoint:
     sessions: SessionStore
     streams: StreamHub
     stateless: StatelessRequests
+    rounds: Rounds | None = None
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.max_body = config.server.max_body_bytes
         self.body_timeout = config.server.body_timeout_seconds
 
-    def bind(self, *, exchange: Exchange, sessions: SessionStore, streams: StreamHub) -> None:
+    def bind(self, *, exchange: Exchange, sessions: SessionStore, streams: StreamHub,
+             rounds: Rounds | None = None) -> None:
         self.exchange, self.sessions, self.streams = exchange, sessions, streams
         self.stateless = StatelessRequests(exchange)
+        self.rounds = rounds
 
     def add_routes(self, app: web.Application) -> None:
         path = self.config.server.path
@@ -132,18 +136,17 @@ class McpEndpoint:
         request[CONTEXT] = ctx
         if ctx.traceparent is not traceparent:  # _meta's: the log line shows the trace the backends continue
             request[TRACEPARENT] = ctx.traceparent  # type: ignore[assignment]
+        stream = PostStream(request, self.exchange.asks, "")
+        channel = StatelessChannel(stream, ctx.envelope)
+        if self.rounds is not None and self.rounds.applies(message, ctx):  # its backend may ask its client
+            # (not opened early for progress: the round's in-flight slot, or 429, comes first)
+            return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
         self.exchange.take_slot(caller[1])  # the tenant's in-flight budget, as for a session's request
         try:
-            stream = PostStream(request, self.exchange.asks, "")
-            ctx.channel = StatelessChannel(stream, ctx.envelope)
+            ctx.channel = channel
             if _wants_progress(message):
                 await stream.open()
-            reply = await self.stateless.run(message, ctx)
-            if not stream.streaming:
-                if reply is None:
-                    return web.Response(status=202)
-                return _json(reply, status=reply_status(reply) if "error" in reply else 200)
-            return await stream.finish(reply)
+            return await _stateless_reply(stream, await self.stateless.run(message, ctx))
         finally:
             self.exchange.release_slot(caller[1])
 
@@ -303,6 +306,15 @@ def _wants_progress(message: Message) -> bool:
     """A request that asked for progress is answered as a stream from the start."""
     meta = (message.params or {}).get("_meta")
     return isinstance(meta, dict) and "progressToken" in meta
+
+
+async def _stateless_reply(stream: PostStream, reply: JsonObject | None) -> web.StreamResponse:
+    """A 2026 reply: on its stream if it became one, else JSON with its error code's status."""
+    if stream.streaming:
+        return await stream.finish(reply)
+    if reply is None:
+        return web.Response(status=202)
+    return _json(reply, status=reply_status(reply) if "error" in reply else 200)
 
 
 def _require_json_content(request: web.Request) -> None:

@@ -10,7 +10,8 @@ duplicated routing header -32020; the envelope and the headers that repeat it
 level come from this request's `_meta`, never from an earlier one.
 
 The request's channel (`StatelessChannel`) carries its progress and, at or above its logLevel
-only, its log messages; never a server-to-client request, which 2026 forbids.
+only, its log messages; never a server-to-client request, which 2026 forbids: what a backend
+asks such a client becomes a multi-round trip instead (transport.rounds).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from multidict import MultiMapping
 from gateway.errors import GatewayError, HeaderMismatch, InvalidRequest
 from gateway.logs import traceparent_for
 from gateway.protocol import eras, jsonrpc, spec
+from gateway.protocol.capabilities import NONE
+from gateway.protocol.capabilities import declared as relayable
 from gateway.protocol.eras import Envelope
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
 from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch, routing
@@ -35,7 +38,7 @@ _ANNOTATION = spec.X_MCP_HEADER.encode()
 
 
 class NoBackChannel(ChannelClosed):
-    """A 2026-07-28 request cannot carry a server-to-client request (until multi-round trips exist)."""
+    """A 2026-07-28 request cannot carry a server-to-client request (rounds do it by retries instead)."""
 
 
 class StatelessRequests:
@@ -70,10 +73,11 @@ class StatelessRequests:
             if entry is not None and entry.tool.tail.find(_ANNOTATION) >= 0:
                 self._check_param_headers(caller, params, headers)
         given = params["_meta"].get("traceparent")  # 2026 carries the trace here: it wins over the header's
+        declared = envelope.client_capabilities
         ctx = RequestContext(caller[0], caller[1], request_id, envelope.protocol_version, None, method,
                              traceparent=traceparent_for(given) if isinstance(given, str) else traceparent,
-                             # nothing is relayable at 2026 (capabilities stay empty): the envelope
-                             # keeps what the client declared, for gating and multi-round trips
+                             # what this request's backend may ask its client in rounds (transport.rounds)
+                             capabilities=relayable(declared) if declared else NONE,
                              log_level=envelope.log_level, envelope=envelope)
         return message, ctx
 
@@ -144,5 +148,5 @@ class StatelessChannel(ClientChannel):
         return self.envelope is not None and isinstance(params, dict) and self.envelope.logs(params.get("level"))
 
     async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
-        # Where multi-round trips will hook in: until then, whoever relays a backend's request answers it with an error.
+        # A call that may be asked something runs in rounds (transport.rounds), on a RoundChannel instead.
         raise NoBackChannel(f"{method} cannot reach a 2026-07-28 client: it takes no server-to-client requests")
