@@ -1,8 +1,10 @@
-"""A stdio MCP server (the SDK's MCPServer) whose tool waits for its client's answer and records how the wait ended.
+"""A stdio MCP server (the SDK's MCPServer) whose tool, prompt and resource ask their client while they run.
 
 Not a test module: the gateway runs it as a backend. `hold` asks the client to confirm (a form
 elicitation) and waits; `outcomes` lists how every wait of `hold` ended so far: "answered",
 "refused" (the client's side answered with an error) or "cancelled" (the call was cancelled).
+`twice` asks two questions one after the other. The prompt `asked` samples the client's model;
+the resource template `hold://answer/{topic}` asks the user.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
+from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel
 
 server = MCPServer("holding", version="1.0.0", log_level="WARNING")
@@ -40,6 +43,32 @@ async def hold(ctx: Context) -> str:
 async def outcomes() -> list[str]:
     """How the waits of `hold` ended, in order."""
     return list(ended)
+
+
+@server.tool()
+async def twice(ctx: Context) -> str:
+    """Ask two questions, the second once the first is answered."""
+    answers = []
+    for number in (1, 2):
+        try:
+            answers.append((await ctx.elicit(f"Question {number}?", schema=Confirmation)).action)
+        except MCPError:
+            answers.append("refused")
+    return " ".join(answers)
+
+
+@server.prompt()
+async def asked(topic: str, ctx: Context) -> str:
+    """A prompt whose text the client's model writes."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=f"Write about {topic}"))
+    result = await ctx.session.create_message([message], max_tokens=50, related_request_id=ctx.request_id)
+    return result.content.text if isinstance(result.content, TextContent) else "?"
+
+
+@server.resource("hold://answer/{topic}")
+async def answer(topic: str, ctx: Context) -> str:
+    """A resource whose text the user chooses."""
+    return f"{topic}: {(await ctx.elicit(f'Answer about {topic}?', schema=Confirmation)).action}"
 
 
 if __name__ == "__main__":

@@ -5,8 +5,6 @@ retried answers back to it: the official SDK client in `mode="auto"` sees what a
 
 from __future__ import annotations
 
-import asyncio
-import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,27 +29,32 @@ HOLDING = [sys.executable, str(Path(__file__).with_name("holding_backend.py"))]
 EVERY_BACKEND = {"backends": ["*"]}
 
 
-@pytest.fixture
-async def topology(http_backend: StartBackend, gateway: StartGateway) -> dict[str, Any]:
-    """The assistant backend over HTTP (`web`) and as a stdio child (`local`), and a backend whose tool
-    waits for an answer and records how its wait ended (`hold`), behind one gateway whose rounds wait 3 s."""
+async def start(http_backend: StartBackend, gateway: StartGateway, **mrtr: Any) -> dict[str, Any]:
+    """The assistant backend over HTTP (`web`) and as a stdio child (`local`), and the holding backend
+    (`hold`, stdio: its tools, prompt and resource ask their client), behind one gateway."""
     web = await http_backend("assistant")
     local = {"name": "local", "transport": "stdio", "command": stdio_command("assistant"), "cwd": str(REPO_ROOT)}
     hold = {"name": "hold", "transport": "stdio", "command": HOLDING}
     config = make_config([http_backend_config("web", web.url), local, hold],
-                         tenants={"acme": EVERY_BACKEND, "globex": EVERY_BACKEND}, mrtr={"round_seconds": 3})
+                         tenants={"acme": EVERY_BACKEND, "globex": EVERY_BACKEND}, mrtr=mrtr)
     return {"gateway": await gateway(config), "web": web.url}
+
+
+@pytest.fixture
+async def topology(http_backend: StartBackend, gateway: StartGateway) -> dict[str, Any]:
+    """`start`'s gateway, whose rounds wait 3 s for a retry."""
+    return await start(http_backend, gateway, round_seconds=3)
 
 
 @asynccontextmanager
 async def modern(running: RunningGateway, token: str, **callbacks: Any) -> AsyncIterator[Client]:
     """The SDK client at 2026-07-28 (`mode="auto"` finds it by server/discover)."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  timeout=httpx2.Timeout(30, read=60)) as http:
-        async with Client(streamable_http_client(running.url, http_client=http), mode="auto",
-                          read_timeout_seconds=30, **callbacks) as client:
-            assert client.protocol_version == "2026-07-28"
-            yield client
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http, \
+            Client(streamable_http_client(running.url, http_client=http), mode="auto", read_timeout_seconds=30,
+                   **callbacks) as client:
+        assert client.protocol_version == "2026-07-28"
+        yield client
 
 
 @asynccontextmanager
@@ -73,3 +76,30 @@ async def test_the_sdk_client_at_2026_answers_in_rounds_what_a_legacy_client_ans
     assert mine.asked == theirs.asked
     assert [kind for kind, _ in mine.asked] == ["sampling", "elicitation", "elicitation", "roots"]
     assert len(topology["gateway"].app[keys.ROUNDS]) == 0  # every held call ended with its result
+
+
+async def test_a_prompt_and_a_resource_ask_in_rounds_too(topology: dict[str, Any]) -> None:
+    asked = Recorder()
+    async with modern(topology["gateway"], make_token("acme"), **asked.callbacks()) as client:
+        prompt = await client.get_prompt("hold__asked", {"topic": "tides"})
+        read = await client.read_resource("hold+hold://answer/tides")
+    assert prompt.messages[0].content.text == "client: 1 message(s)"  # what the sampling callback wrote
+    assert read.contents[0].text == "tides: accept"
+    assert read.ttl_ms == 0  # a retry's result is never cached (the first reply was an InputRequiredResult)
+    assert [kind for kind, _ in asked.asked] == ["sampling", "elicitation"]
+
+
+async def test_a_call_may_take_several_rounds(topology: dict[str, Any]) -> None:
+    asked = Recorder()
+    async with modern(topology["gateway"], make_token("acme"), **asked.callbacks()) as client:
+        result = await client.call_tool("hold__twice", {})
+    assert result.content[0].text == "accept accept"
+    assert [params["message"] for _, params in asked.asked] == ["Question 1?", "Question 2?"]
+
+
+async def test_beyond_max_rounds_the_backend_is_refused_and_the_call_completes(
+        http_backend: StartBackend, gateway: StartGateway) -> None:
+    running = (await start(http_backend, gateway, max_rounds=1))["gateway"]
+    async with modern(running, make_token("acme"), **Recorder().callbacks()) as client:
+        result = await client.call_tool("hold__twice", {})
+    assert result.content[0].text == "accept refused"
