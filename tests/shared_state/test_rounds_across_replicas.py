@@ -55,6 +55,17 @@ async def balanced(urls: list[str], token: str, **callbacks: Any) -> AsyncIterat
         yield client
 
 
+async def test_the_replicas_share_one_state_key_through_redis_unless_one_is_configured(
+        replicas: StartReplicas, http_backend: StartBackend, shared_redis: Any, redis_prefix: str) -> None:
+    assistant = await http_backend("assistant")
+    a, b = await replicas(2, [http_backend_config("web", assistant.url)])
+    stored = await shared_redis.get(f"{redis_prefix}mrtr:key")
+    assert stored and a.app[keys.ROUNDS].seal.keys[0] == b.app[keys.ROUNDS].seal.keys[0] == stored
+    secret = "s" * 40
+    c, = await replicas(1, [http_backend_config("web", assistant.url)], mrtr={"secret": secret})
+    assert c.app[keys.ROUNDS].seal.keys == [secret.encode()]
+
+
 async def test_a_retry_on_b_reaches_the_call_held_on_a(
         replicas: StartReplicas, http_backend: StartBackend) -> None:
     assistant = await http_backend("assistant")

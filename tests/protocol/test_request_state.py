@@ -1,0 +1,82 @@
+"""gateway.protocol.request_state: what a sealed requestState binds, and that nothing else opens it."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.protocol.request_state import INVALID_STATE, Binding, InvalidState, RoundRef, StateSeal
+
+KEY, OTHER_KEY = b"k" * 32, b"o" * 32
+REF = RoundRef("round-1", 2, "replica-a")
+CALL = Binding.of(("acme", "alice"), "tools/call", {"name": "web__confirm", "arguments": {"b": 1, "a": [1, 2]}})
+NOW = 1_000_000.0
+
+
+def sealed(seal: StateSeal | None = None, binding: Binding = CALL) -> str:
+    return (seal or StateSeal([KEY], 60)).seal(REF, binding, now=NOW)
+
+
+def refusal(token: object, binding: Binding = CALL, seal: StateSeal | None = None, now: float = NOW) -> str:
+    with pytest.raises(InvalidState) as refused:
+        (seal or StateSeal([KEY], 60)).open(token, binding, now=now)
+    assert (refused.value.code, refused.value.message) == (-32602, INVALID_STATE)  # one answer for every reason
+    return refused.value.reason
+
+
+def test_a_state_opens_to_its_round_for_the_same_caller_and_request() -> None:
+    assert StateSeal([KEY], 60).open(sealed(), CALL, now=NOW + 59) == REF
+
+
+def test_the_arguments_digest_ignores_key_order() -> None:
+    params = {"name": "web__confirm", "arguments": {"a": [1, 2], "b": 1}}
+    reordered = Binding.of(("acme", "alice"), "tools/call", params)
+    assert reordered == CALL
+
+
+@pytest.mark.parametrize(("binding", "reason"), [
+    (Binding.of(("acme", "bob"), "tools/call", {"name": "web__confirm", "arguments": {"b": 1, "a": [1, 2]}}),
+     "another principal"),
+    (Binding.of(("globex", "alice"), "tools/call", {"name": "web__confirm", "arguments": {"b": 1, "a": [1, 2]}}),
+     "another principal"),
+    (Binding.of(("acme", "alice"), "tools/call", {"name": "web__confirm", "arguments": {"b": 2, "a": [1, 2]}}),
+     "another request (method, name or arguments)"),
+    (Binding.of(("acme", "alice"), "tools/call", {"name": "web__other", "arguments": {"b": 1, "a": [1, 2]}}),
+     "another request (method, name or arguments)"),
+    (Binding.of(("acme", "alice"), "prompts/get", {"name": "web__confirm", "arguments": {"b": 1, "a": [1, 2]}}),
+     "another request (method, name or arguments)"),
+])
+def test_another_caller_or_request_is_refused(binding: Binding, reason: str) -> None:
+    assert refusal(sealed(), binding) == reason
+
+
+def test_a_state_expires() -> None:
+    assert refusal(sealed(), now=NOW + 60) == "expired"
+
+
+def test_the_payload_is_readable_but_no_change_to_it_opens() -> None:
+    version, payload, tag = sealed().split(".")
+    claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["r"] == "round-1" and "alice" not in orjson.dumps(claims).decode()  # the subject is not given away
+    claims["e"] += 3600
+    longer = base64.urlsafe_b64encode(orjson.dumps(claims)).rstrip(b"=").decode()
+    assert refusal(f"{version}.{longer}.{tag}").startswith("bad tag")
+
+
+@given(st.text(max_size=300) | st.integers() | st.none() | st.lists(st.text(), max_size=3))
+def test_anything_forged_is_refused_without_an_exception_of_another_kind(token: object) -> None:
+    refusal(token)
+
+
+def test_a_key_ring_opens_what_any_of_its_keys_sealed_and_seals_with_the_first() -> None:
+    old = sealed(StateSeal([OTHER_KEY], 60))
+    ring = StateSeal([OTHER_KEY], 60)
+    ring.prefer(KEY)
+    assert ring.keys == [KEY, OTHER_KEY]
+    assert ring.open(old, CALL, now=NOW) == REF
+    assert StateSeal([KEY], 60).open(sealed(ring), CALL, now=NOW) == REF
+    assert refusal(old).startswith("bad tag")  # sealed with a key this seal does not know
