@@ -1,8 +1,8 @@
 """A stdio MCP server (the SDK's MCPServer) whose tool, prompt and resource ask their client while they run.
 
 Not a test module: the gateway runs it as a backend. `hold` asks the client to confirm (a form
-elicitation) and waits; `outcomes` lists how every wait of `hold` ended so far: "answered",
-"refused" (the client's side answered with an error) or "cancelled" (the call was cancelled).
+elicitation), waits, then works a while if told to; `outcomes` lists what became of every `hold`
+so far: "answered", "refused" (its question got an error), "cancelled" (the call was cancelled).
 `twice` asks two questions one after the other. The prompt `asked` samples the client's model;
 the resource template `hold://answer/{topic}` asks the user.
 """
@@ -25,17 +25,18 @@ class Confirmation(BaseModel):
 
 
 @server.tool()
-async def hold(ctx: Context) -> str:
-    """Ask the client to confirm, and wait for the answer."""
+async def hold(ctx: Context, then_sleep: float = 0) -> str:
+    """Ask the client to confirm, wait for the answer, then work `then_sleep` seconds."""
     try:
         answer = await ctx.elicit("Hold on?", schema=Confirmation)
+        ended.append("answered")
+        await anyio.sleep(then_sleep)
     except anyio.get_cancelled_exc_class():
         ended.append("cancelled")
         raise
     except MCPError as exc:
         ended.append("refused")
         return f"refused: {exc}"
-    ended.append("answered")
     return answer.action
 
 

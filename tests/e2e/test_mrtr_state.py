@@ -193,6 +193,21 @@ async def test_an_abandoned_round_cancels_the_backend_call_and_frees_its_slot(to
         assert await _outcomes(client) == ["cancelled"]  # told (notifications/cancelled), not left waiting
 
 
+async def test_a_client_closing_the_stream_of_its_retry_cancels_the_call(topology: dict[str, Any]) -> None:
+    gateway = topology["gateway"]
+    async with raw(gateway, make_token("acme")) as client:
+        message, result = await first_round(client, {"name": "hold__hold", "arguments": {"then_sleep": 60}})
+        waiting = asyncio.create_task(client.post(retry(client, message, result["requestState"], answered(result))))
+        assert await wait_until(lambda: _said(client, ["answered"]), within=10)  # the backend works on
+        waiting.cancel()  # the client hangs up: at 2026 that is the cancellation
+        assert await wait_until(lambda: _said(client, ["answered", "cancelled"]), within=10)
+        assert len(gateway.app[keys.ROUNDS]) == 0 and gateway.app[keys.EXCHANGE].busy["acme"] == 0
+
+
+async def _said(client: StatelessClient, outcomes: list[str]) -> bool:
+    return await _outcomes(client) == outcomes
+
+
 async def _ended(client: StatelessClient) -> bool:
     return bool(await _outcomes(client))
 
