@@ -48,7 +48,25 @@ LEGACY_ONLY = ("elicitationId",)
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 Run = Callable[[Message, RequestContext], Awaitable[JsonObject | None]]
-Forward = Callable[[RoundRef, dict[str, JsonObject], ClientChannel, RequestId], Awaitable[JsonObject]]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The request waiting on a round now: where its notifications go, its id and progress token, its log line."""
+
+    stream: ClientChannel
+    request_id: RequestId
+    progress: Any = None  # its `_meta.progressToken`: the backend's progress goes out under it
+    ctx: RequestContext | None = None  # None: a retry on another replica, whose line is written there
+
+    @classmethod
+    def of(cls, message: Message, stream: ClientChannel, ctx: RequestContext) -> Waiting:
+        meta = (message.params or {}).get("_meta")
+        assert message.id is not None
+        return cls(stream, message.id, meta.get("progressToken") if isinstance(meta, dict) else None, ctx)
+
+
+Forward = Callable[[RoundRef, dict[str, JsonObject], Waiting], Awaitable[JsonObject]]
 """Resumes a round another replica holds, and returns its reply (rounds_remote.py)."""
 
 
@@ -72,7 +90,7 @@ class Round:
         self.keys = itertools.count(1)
         self.changed = asyncio.Event()  # a question came, or the call ended
         self.step = 0  # InputRequiredResults given so far
-        self.attached: ClientChannel | None = None
+        self.attached: Waiting | None = None
         self.task: asyncio.Task[JsonObject | None] | None = None
         self.timer: asyncio.TimerHandle | None = None
 
@@ -82,7 +100,8 @@ class Round:
 
 class RoundChannel(ClientChannel):
     """A held call's way back: a question becomes an input request of its next round; a notification
-    goes to the request waiting on the round now (none while it is parked: then it is dropped)."""
+    goes to the request waiting on the round now (none while it is parked: then it is dropped), its
+    progress under that request's own token (a retry has its own, or asked for none)."""
 
     __slots__ = ("round",)
 
@@ -92,8 +111,13 @@ class RoundChannel(ClientChannel):
 
     async def send(self, message: JsonObject) -> None:
         attached = self.round.attached
-        if attached is not None:
-            await attached.notify(message)
+        if attached is None:
+            return
+        if message.get("method") == spec.PROGRESS:
+            if attached.progress is None:
+                return
+            message = {**message, "params": {**message.get("params", {}), "progressToken": attached.progress}}
+        await attached.stream.notify(message)
 
     async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
         round_ = self.round
@@ -129,14 +153,14 @@ class Rounds:
         try:
             state = params.get("requestState")
             if state is None:
-                return await self._start(message, ctx, stream, binding)
+                return await self._start(message, binding, Waiting.of(message, stream, ctx))
             ref = self.seal.open(state, binding)
             responses = _responses(params.get("inputResponses"))
             if ref.replica == self.replica:
-                return await self.resume(ref, responses, stream, message.id, ctx)
+                return await self.resume(ref, responses, Waiting.of(message, stream, ctx))
             if self.forward is None:
                 raise InvalidState("sealed by another replica, and there is no store to reach it")
-            return await self.forward(ref, responses, stream, message.id)
+            return await self.forward(ref, responses, Waiting.of(message, stream, ctx))
         except InvalidParams as exc:
             if isinstance(exc, InvalidState):
                 log.info("request_state_refused", reason=exc.reason, request_id=ctx.request_id)
@@ -146,8 +170,7 @@ class Rounds:
     def holds(self, ref: RoundRef) -> bool:
         return ref.round_id in self._rounds
 
-    async def resume(self, ref: RoundRef, responses: dict[str, JsonObject], stream: ClientChannel,
-                     request_id: RequestId, ctx: RequestContext | None) -> JsonObject:
+    async def resume(self, ref: RoundRef, responses: dict[str, JsonObject], waiting: Waiting) -> JsonObject:
         """A verified retry: its answers to the questions still open, then whatever comes next."""
         round_ = self._rounds.get(ref.round_id)
         if round_ is None or round_.step != ref.step or round_.attached is not None:
@@ -158,7 +181,7 @@ class Rounds:
             entry = round_.asks.get(key)
             if entry is not None and not entry[1].done():
                 entry[1].set_result({"result": response})
-        return await self._wait(round_, stream, request_id, ctx)
+        return await self._wait(round_, waiting)
 
     async def close(self) -> None:
         """Shutdown: every held call is cancelled at its backend."""
@@ -172,31 +195,31 @@ class Rounds:
 
     # ---------------------------------------------------------------- one round
 
-    async def _start(self, message: Message, ctx: RequestContext, stream: ClientChannel,
-                     binding: Binding) -> JsonObject:
+    async def _start(self, message: Message, binding: Binding, waiting: Waiting) -> JsonObject:
+        ctx = waiting.ctx
+        assert ctx is not None
         self.settings.take_slot(ctx.tenant)  # LimitReached (429) before anything is sent
         round_ = Round(secrets.token_urlsafe(16), replace(ctx, extra={}), binding)  # the call's own context
         round_.ctx.channel = RoundChannel(round_)
         self._rounds[round_.id] = round_
         round_.task = asyncio.create_task(self.run(message, round_.ctx), name=f"round:{message.method}")
         round_.task.add_done_callback(lambda _: round_.changed.set())
-        return await self._wait(round_, stream, message.id, ctx)  # type: ignore[arg-type]
+        return await self._wait(round_, waiting)
 
-    async def _wait(self, round_: Round, stream: ClientChannel, request_id: RequestId,
-                    ctx: RequestContext | None) -> JsonObject:
+    async def _wait(self, round_: Round, waiting: Waiting) -> JsonObject:
         """Until the call ends (its reply) or its backend asks something (the next InputRequiredResult)."""
-        round_.attached = stream
+        round_.attached = waiting
         assert round_.task is not None
         try:
             while True:
                 round_.changed.clear()
                 if round_.task.done():
-                    return self._finished(round_, request_id, ctx)
+                    return self._finished(round_, waiting)
                 if round_.open_asks():
                     await asyncio.sleep(BATCH_SECONDS)
                     if round_.open_asks() and not round_.task.done():
                         if round_.step < self.settings.max_rounds:
-                            return self._parked(round_, request_id, ctx)
+                            return self._parked(round_, waiting)
                         _refuse(round_, f"the call took its {self.settings.max_rounds} rounds")
                     continue
                 await round_.changed.wait()
@@ -206,25 +229,25 @@ class Rounds:
         finally:
             round_.attached = None
 
-    def _parked(self, round_: Round, request_id: RequestId, ctx: RequestContext | None) -> JsonObject:
+    def _parked(self, round_: Round, waiting: Waiting) -> JsonObject:
         round_.step += 1
         state = self.seal.seal(RoundRef(round_.id, round_.step, self.replica), round_.binding)
         round_.timer = asyncio.get_running_loop().call_later(self.settings.round_seconds, self._drop, round_,
                                                              "no retry came in time")
-        _report(ctx, round_.ctx, "input_required")
+        _report(waiting.ctx, round_.ctx, "input_required")
         result = {"resultType": "input_required", "inputRequests": round_.open_asks(), "requestState": state,
                   "_meta": {spec.SERVER_INFO_KEY: self.settings.server_info}}
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return {"jsonrpc": "2.0", "id": waiting.request_id, "result": result}
 
-    def _finished(self, round_: Round, request_id: RequestId, ctx: RequestContext | None) -> JsonObject:
+    def _finished(self, round_: Round, waiting: Waiting) -> JsonObject:
         self._end(round_)
         assert round_.task is not None
-        reply = round_.task.result() or jsonrpc.error_response(request_id, InternalError("Internal error"))
-        _report(ctx, round_.ctx, round_.ctx.outcome)
+        reply = round_.task.result() or jsonrpc.error_response(waiting.request_id, InternalError("Internal error"))
+        _report(waiting.ctx, round_.ctx, round_.ctx.outcome)
         result = reply.get("result")
         if round_.step and isinstance(result, dict) and "ttlMs" in result:
             result["ttlMs"] = 0  # a retry's result is never to be cached (spec: MRTR)
-        return {**reply, "id": request_id}
+        return {**reply, "id": waiting.request_id}
 
     def _drop(self, round_: Round, why: str) -> None:
         """End a round before its call did: the call is cancelled, so the backend is told."""

@@ -20,12 +20,12 @@ from typing import Any
 
 from gateway.errors import InvalidParams
 from gateway.protocol import jsonrpc
-from gateway.protocol.jsonrpc import JsonObject, RequestId
+from gateway.protocol.jsonrpc import JsonObject
 from gateway.protocol.request_state import InvalidState, RoundRef
 from gateway.store.events import EventBus
 from gateway.store.health import StoreUnavailable
 from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
-from gateway.transport.rounds import Rounds
+from gateway.transport.rounds import Rounds, Waiting
 
 RESUME, TAKEN, NOTE, REPLY, CANCEL = "round_resume", "round_taken", "round_note", "round_reply", "round_cancel"
 TAKEN_SECONDS = 5.0
@@ -49,14 +49,13 @@ class RemoteRounds:
 
     # ---------------------------------------------------------------- the retry's replica
 
-    async def forward(self, ref: RoundRef, responses: dict[str, JsonObject], stream: ClientChannel,
-                      request_id: RequestId) -> JsonObject:
+    async def forward(self, ref: RoundRef, responses: dict[str, JsonObject], waiting: Waiting) -> JsonObject:
         reply_to = secrets.token_hex(12)
         queue = self._waiting[reply_to] = asyncio.Queue()
         try:
-            await self.events.publish(RESUME, to=ref.replica, round=ref.round_id, step=ref.step,
-                                      responses=responses, request=request_id, reply_to=reply_to)
-            return await self._receive(queue, stream)
+            await self.events.publish(RESUME, to=ref.replica, round=ref.round_id, step=ref.step, responses=responses,
+                                      request=waiting.request_id, progress=waiting.progress, reply_to=reply_to)
+            return await self._receive(queue, waiting.stream)
         except (TimeoutError, StoreUnavailable) as exc:
             raise InvalidState(f"the replica holding the round did not answer ({type(exc).__name__})") from exc
         except asyncio.CancelledError:  # the client closed the stream: the call is cancelled where it runs
@@ -101,9 +100,8 @@ class RemoteRounds:
             if self.rounds.holds(ref):
                 await self.publish(TAKEN, reply_to=reply_to)
             responses = event.get("responses")
-            channel = _NoteChannel(self, reply_to)
-            reply = await self.rounds.resume(ref, responses if isinstance(responses, dict) else {}, channel,
-                                             request_id, None)  # type: ignore[arg-type]
+            waiting = Waiting(_NoteChannel(self, reply_to), request_id, event.get("progress"))  # type: ignore[arg-type]
+            reply = await self.rounds.resume(ref, responses if isinstance(responses, dict) else {}, waiting)
         except InvalidParams as exc:
             reply = jsonrpc.error_response(request_id, exc)  # type: ignore[arg-type]
         await self.publish(REPLY, reply_to=reply_to, body=reply)

@@ -1,7 +1,7 @@
 """A stdio MCP server (the SDK's MCPServer) whose tool, prompt and resource ask their client while they run.
 
 Not a test module: the gateway runs it as a backend. `hold` asks the client to confirm (a form
-elicitation), waits, then works a while if told to; `outcomes` lists what became of every `hold`
+elicitation), waits, then works a while if told to, reporting progress; `outcomes` lists what became of every `hold`
 so far: "answered", "refused" (its question got an error), "cancelled" (the call was cancelled).
 `twice` asks two questions one after the other. The prompt `asked` samples the client's model;
 the resource template `hold://answer/{topic}` asks the user.
@@ -30,7 +30,9 @@ async def hold(ctx: Context, then_sleep: float = 0) -> str:
     try:
         answer = await ctx.elicit("Hold on?", schema=Confirmation)
         ended.append("answered")
+        await ctx.report_progress(1, 2, "answered")
         await anyio.sleep(then_sleep)
+        await ctx.report_progress(2, 2, "done")
     except anyio.get_cancelled_exc_class():
         ended.append("cancelled")
         raise

@@ -103,3 +103,15 @@ async def test_beyond_max_rounds_the_backend_is_refused_and_the_call_completes(
     async with modern(running, make_token("acme"), **Recorder().callbacks()) as client:
         result = await client.call_tool("hold__twice", {})
     assert result.content[0].text == "accept refused"
+
+
+async def test_progress_after_an_answer_reaches_the_retry_under_its_own_token(topology: dict[str, Any]) -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, message))
+
+    async with modern(topology["gateway"], make_token("acme"), **Recorder().callbacks()) as client:
+        result = await client.call_tool("hold__hold", {"then_sleep": 0.2}, progress_callback=progress)
+    assert result.content[0].text == "accept"
+    assert seen == [(1, "answered"), (2, "done")]  # the SDK drops progress under a token it did not send

@@ -16,6 +16,7 @@ import pytest
 from backend_fixtures import StartBackend
 from conftest import http_backend_config, make_token
 from e2e.test_client_requests import TOOLS, Recorder
+from e2e.test_mrtr import HOLDING
 from e2e.test_mrtr_state import ACCEPT, CONFIRM, FORM, INVALID_STATE, answered, first_round, retry
 from lifecycle.processes import API_KEY, GatewayProcess, free_port, gateway_config
 from mcp import Client
@@ -113,6 +114,21 @@ async def test_the_sdk_client_behind_a_balancer_gets_every_answer_through(
     assert got[1]["content"][0]["text"] == "confirmed=True note=client"
     assert [kind for kind, _ in asked.asked] == ["sampling", "elicitation", "elicitation", "roots"]
     assert len(a.app[keys.ROUNDS]) == len(b.app[keys.ROUNDS]) == 0
+
+
+async def test_progress_of_a_call_held_on_a_reaches_its_retry_on_b(
+        replicas: StartReplicas, http_backend: StartBackend) -> None:
+    holding = {"name": "hold", "transport": "stdio", "command": HOLDING}
+    a, b = await replicas(2, [holding])
+    seen: list[str | None] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with balanced([a.url, b.url], make_token("acme"), **Recorder().callbacks()) as client:
+        result = await client.call_tool("hold__hold", {"then_sleep": 0.2}, progress_callback=progress)
+    assert result.content[0].text == "accept"
+    assert seen == ["answered", "done"]  # sent by the call on one replica, over Redis, out of the other
 
 
 async def test_two_gateway_processes_on_one_redis(
