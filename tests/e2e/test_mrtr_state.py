@@ -69,6 +69,18 @@ async def test_the_input_required_result_names_the_question_under_a_key_of_the_g
     assert "ttlMs" not in result and "cacheScope" not in result  # an InputRequiredResult is never cached
 
 
+async def test_a_url_elicitation_goes_out_without_the_id_2026_removed(topology: dict[str, Any]) -> None:
+    async with raw(topology["gateway"], make_token("acme")) as client:
+        message, result = await first_round(client, {"name": "web__sign_in", "arguments": {"url": "https://a.example"}},
+                                            {CAPS: {"elicitation": {"url": {}}}})
+        [request] = result["inputRequests"].values()
+        assert request["params"]["mode"] == "url" and request["params"]["url"] == "https://a.example"
+        assert "elicitationId" not in request["params"]  # the backend's id stays with the gateway
+        status, body, _ = await client.post(retry(client, message, result["requestState"],
+                                                  answered(result, {"action": "accept"})))
+        assert status == 200 and body["result"]["content"][0]["text"] == "accept"
+
+
 async def test_a_tampered_state_is_refused_and_the_round_still_waits_for_the_genuine_one(
         topology: dict[str, Any]) -> None:
     async with raw(topology["gateway"], make_token("acme")) as client:
