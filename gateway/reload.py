@@ -47,9 +47,10 @@ ConfigSource = Callable[[], Config]
 """Reads the config as at start-up; raises ConfigError naming what is wrong."""
 
 RESTART_ONLY = ("server", "store", "upstream", "admin", "metrics", "logging",
-                "auth.token_sources", "auth.query_param", "auth.resource_metadata")
-"""Settings bound at start (the socket, the store, routes, the log pipeline): a reload that changes
-one is rejected. Everything else (backends, tenants, limits, catalogue, the other auth keys) is live."""
+                "auth.token_sources", "auth.query_param", "auth.resource_metadata", "mrtr")
+"""Settings bound at start (the socket, the store, routes, the log pipeline, the rounds that hold
+calls under way and their state key): a reload that changes one is rejected. Everything else
+(backends, tenants, limits, catalogue, the other auth keys) is live."""
 
 INVALID, CONFLICT = 422, 409
 """A config that does not load or check; one that changes RESTART_ONLY settings (or cannot be re-read)."""
