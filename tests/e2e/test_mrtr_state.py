@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 from backend_fixtures import StartBackend
-from conftest import StartGateway, make_token
-from e2e.test_mrtr import raw, start
+from conftest import RunningGateway, StartGateway, make_config, make_token
+from e2e.test_mrtr import HOLDING, raw, start
 from shared_state.helpers import wait_until
 from stateless_client import StatelessClient
 
 from gateway import keys
+from gateway.app import create_app
+from gateway.reload import RELOADER
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -227,3 +229,23 @@ async def _ended(client: StatelessClient) -> bool:
 async def _outcomes(client: StatelessClient) -> list[str]:
     body = await client.call("tools/call", {"name": "hold__outcomes", "arguments": {}})
     return list(body["result"].get("structuredContent", {}).get("result", []))
+
+
+async def test_a_held_call_outlives_a_reload_and_mrtr_keys_need_a_restart(
+        http_backend: StartBackend, aiohttp_server: Any) -> None:
+    hold = {"name": "hold", "transport": "stdio", "command": HOLDING}
+    tenants = {"acme": {"backends": ["*"]}, "globex": {"backends": ["*"]}}
+    configs = [make_config([hold], tenants=tenants, mrtr={"round_seconds": 30})]
+    app = create_app(configs[0], reload_source=lambda: configs[-1])
+    server = await aiohttp_server(app)
+    await asyncio.wait_for(app[keys.CATALOGUE].ready.wait(), 20)
+    running = RunningGateway(app, server)
+    async with raw(running, make_token("acme")) as client:
+        message, result = await first_round(client, {"name": "hold__hold", "arguments": {}})
+        configs.append(make_config([hold], tenants={"acme": {"backends": ["*"]}}, mrtr={"round_seconds": 30}))
+        assert (await app[RELOADER].reload("test")).applied  # a live change (a tenant went)
+        status, body, _ = await client.post(retry(client, message, result["requestState"], answered(result)))
+        assert status == 200 and body["result"]["content"][0]["text"] == "accept"
+        configs.append(make_config([hold], tenants={"acme": {"backends": ["*"]}}, mrtr={"round_seconds": 5}))
+        refused = await app[RELOADER].reload("test")
+        assert not refused.applied and refused.reason == "mrtr.round_seconds: cannot change without a restart"
