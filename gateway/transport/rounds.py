@@ -150,17 +150,18 @@ class Rounds:
         assert message.id is not None and message.method is not None
         params: JsonObject = message.params  # type: ignore[assignment]  # a 2026 request has its envelope in it
         binding = Binding.of((ctx.principal.tenant, ctx.principal.subject), message.method, params)
+        waiting = Waiting.of(message, stream, ctx)
         try:
             state = params.get("requestState")
             if state is None:
-                return await self._start(message, binding, Waiting.of(message, stream, ctx))
+                return await self._start(message, binding, waiting)
             ref = self.seal.open(state, binding)
             responses = _responses(params.get("inputResponses"))
             if ref.replica == self.replica:
-                return await self.resume(ref, responses, Waiting.of(message, stream, ctx))
+                return await self.resume(ref, responses, waiting)
             if self.forward is None:
                 raise InvalidState("sealed by another replica, and there is no store to reach it")
-            return await self.forward(ref, responses, Waiting.of(message, stream, ctx))
+            return await self.forward(ref, responses, waiting)
         except InvalidParams as exc:
             if isinstance(exc, InvalidState):
                 log.info("request_state_refused", reason=exc.reason, request_id=ctx.request_id)
