@@ -45,7 +45,8 @@ def loads(body: bytes) -> Any:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError("Parse error") from exc
-    if body.count(b"[") + body.count(b"{") > MAX_ENCODABLE_DEPTH:  # C-speed filter: the rare deep candidates
+    # C-speed filters for the rare deep candidates: that many openers and their closers need the length first
+    if len(body) > 2 * MAX_ENCODABLE_DEPTH and body.count(b"[") + body.count(b"{") > MAX_ENCODABLE_DEPTH:
         try:
             orjson.dumps(value)
         except orjson.JSONEncodeError as exc:
