@@ -11,11 +11,13 @@ import orjson
 
 from gateway.catalogue.listings import KINDS, Listed, Listing, merge_listing
 from gateway.catalogue.namespace import exposed_name
+from gateway.protocol import spec
 
 JsonObject = dict[str, Any]
 
 TASK_SUPPORT_KEY = b'"taskSupport"'
 """A tool whose JSON lacks this key cannot require tasks, so most tools are never decoded at merge."""
+HEADER_ANNOTATION = spec.X_MCP_HEADER.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,8 @@ class Tool:
 
     name: str
     tail: bytes  # b',"description":…}' or b'}'
+    header_arguments: bool = False
+    """Whether it may name `x-mcp-header` arguments: told once here, not searched for on every 2026 call."""
 
     @classmethod
     def from_dict(cls, tool: JsonObject) -> Tool:
@@ -38,7 +42,8 @@ class Tool:
             raise TypeError("a tool name is a string")
         rest = orjson.dumps({k: v for k, v in tool.items() if k != "name"})
         # Concatenation allocates the exact size: orjson's own result holds a buffer of several KB.
-        return cls(name, b"}" if rest == b"{}" else b"," + memoryview(rest)[1:])
+        tail = b"}" if rest == b"{}" else b"," + memoryview(rest)[1:]
+        return cls(name, tail, HEADER_ANNOTATION in tail)
 
     def json(self, name: str | None = None) -> bytes:
         """The tool object as JSON, under `name` (by default its own)."""

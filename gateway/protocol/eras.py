@@ -45,6 +45,7 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 
 CONNECTION_KEYS = (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY, spec.CLIENT_INFO_KEY, spec.LOG_LEVEL_KEY)
 """`_meta` keys that describe the client's own connection: a backend hears from the gateway, not from it."""
+_CONNECTION_KEY_SET = frozenset(CONNECTION_KEYS)
 
 _HTTP_STATUS = {spec.PARSE_ERROR: 400, spec.INVALID_REQUEST: 400, spec.INVALID_PARAMS: 400,
                 spec.HEADER_MISMATCH: 400, spec.MISSING_CLIENT_CAPABILITY: 400,
@@ -195,6 +196,8 @@ def forwarded_meta(meta: JsonObject, traceparent: str | None) -> JsonObject | No
     The client's connection keys stay behind (the backend has its own connection); a trace the
     client sent here continues with the gateway's span, as the `traceparent` header does.
     """
+    if meta.keys() <= _CONNECTION_KEY_SET:  # the usual 2026 `_meta`: the envelope alone, no copy to make
+        return None
     forward = dict(meta)
     for key in CONNECTION_KEYS:
         forward.pop(key, None)

@@ -34,8 +34,6 @@ from gateway.tenancy import RequestContext
 from gateway.transport.channel import ChannelClosed, ClientChannel
 from gateway.transport.exchange import Caller, Exchange
 
-_ANNOTATION = spec.X_MCP_HEADER.encode()
-
 
 class NoBackChannel(ChannelClosed):
     """A 2026-07-28 request cannot carry a server-to-client request (rounds do it by retries instead)."""
@@ -69,8 +67,7 @@ class StatelessRequests:
         name = params.get("name")
         if method == spec.TOOLS_CALL and type(name) is str:  # most tools have no header arguments: cheap to tell
             entry = self.catalogue.current.by_name.get(name)
-            # find, not `in`: bytes `in` first tries the needle as an int and clears a TypeError
-            if entry is not None and entry.tool.tail.find(_ANNOTATION) >= 0:
+            if entry is not None and entry.tool.header_arguments:
                 self._check_param_headers(caller, params, headers)
         given = params["_meta"].get("traceparent")  # 2026 carries the trace here: it wins over the header's
         declared = envelope.client_capabilities
