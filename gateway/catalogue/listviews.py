@@ -44,6 +44,11 @@ class Policy:
     def uses(self, backend: str) -> bool:
         return "*" in self.backends or backend in self.backends
 
+    def filters(self, capability: str) -> bool:
+        """Whether the globs for `capability` (prompts or resources) can hide anything at all."""
+        allow, deny = self.prompts if capability == "prompts" else self.resources
+        return bool(deny) or "*" not in allow
+
     def permits(self, capability: str, backend: str, exposed: str) -> bool:
         """Whether the tenant may see `exposed` (a prompt name, gateway URI or template) of `backend`."""
         if not self.uses(backend):

@@ -84,9 +84,20 @@ class TenantView:
         return resolve_uri(self.catalogue, self.policy, self.listing(RESOURCES), self.listing(TEMPLATES), uri)
 
     def offers(self, capability: str) -> bool:
-        """Whether any backend this tenant may use declared `capability`."""
-        return any(self.catalogue.offers(b, capability) for b, _ in self.catalogue.order
-                   if self.policy.uses(b))
+        """Whether this tenant is served `capability` (prompts, resources, completions).
+
+        A backend it may use must have declared it, and the tenant's globs must leave something of
+        it visible: a client is not told of prompts it can never list. Completions complete prompt
+        and resource-template arguments, so they go with those.
+        """
+        declared = any(self.catalogue.offers(b, capability) for b, _ in self.catalogue.order if self.policy.uses(b))
+        if not declared:
+            return False
+        if capability == "completions":
+            return self.offers("prompts") or self.offers("resources")
+        if not self.policy.filters(capability):  # nothing hidden: served, even while none are listed yet
+            return True
+        return any(self.listing(kind).entries for kind in KINDS if kind.capability == capability)
 
     def validate_arguments(self, entry: ToolEntry, arguments: dict[str, Any]) -> str | None:
         """The first schema violation of `arguments`, or None when they conform."""

@@ -147,3 +147,19 @@ def test_every_kind_has_its_list_method_and_notification() -> None:
     assert {(k.list_method, k.list_changed) for k in KINDS} == {
         (spec.PROMPTS_LIST, spec.PROMPTS_LIST_CHANGED), (spec.RESOURCES_LIST, spec.RESOURCES_LIST_CHANGED),
         (spec.RESOURCES_TEMPLATES_LIST, spec.RESOURCES_LIST_CHANGED)}
+
+
+def test_globs_that_hide_every_prompt_or_resource_take_the_capability_away() -> None:
+    everything = world(calc=snapshot("calc", prompts=("explain",), offers=("prompts", "completions")))
+    no_prompts = tenant(prompts_deny=("*",))
+    assert not view(no_prompts, everything).offers("prompts") and view(no_prompts, everything).offers("resources")
+    no_resources = tenant(resources_allow=("nothing+*",))
+    assert view(no_resources, everything).offers("prompts") and not view(no_resources, everything).offers("resources")
+    some_left = tenant(prompts_allow=("calc__*",), resources_deny=("notes+*", "file:*"))
+    assert view(some_left, everything).offers("prompts") and not view(some_left, everything).offers("resources")
+    assert view(some_left, everything).offers("completions")
+    hidden = tenant(prompts_deny=("*",), resources_deny=("*",))
+    assert not any(view(hidden, everything).offers(c) for c in ("prompts", "resources", "completions"))
+    # without globs, a declared capability stays while its backends list nothing yet (listChanged brings them)
+    empty = world(notes=snapshot("notes"), files=snapshot("files"), calc=snapshot("calc", offers=("prompts",)))
+    assert view(catalogue=empty).offers("prompts") and view(catalogue=empty).offers("resources")

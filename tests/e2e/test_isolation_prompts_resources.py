@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from conftest import RawClient, StartGateway, make_config, make_token, stdio_backend
+from stateless_client import StatelessClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -20,10 +22,12 @@ ALPHA = {"backends": ["calc"], "resources": {"deny": ["calc+calc://squares/*"]}}
 BETA = {"backends": ["*"], "prompts": {"allow": ["notes__*", "plan_meeting"]},
         "resources": {"allow": ["notes+*", "calc+*", "clock://*"], "deny": ["notes+notes://index"]}}
 GAMMA = {"backends": ["catalog"]}
+DELTA = {"backends": ["*"], "prompts": {"deny": ["*"]}, "resources": {"allow": ["nowhere+*"]}}
+"""Every backend, but globs that leave no prompt, resource or template visible."""
 
 
 def world_config(backends: list[dict[str, Any]]) -> Any:
-    tenants = {"alpha": ALPHA, "beta": BETA, "acme": {"backends": ["*"]}}
+    tenants = {"alpha": ALPHA, "beta": BETA, "delta": DELTA, "acme": {"backends": ["*"]}}
     if any(b["name"] == "catalog" for b in backends):
         tenants["gamma"] = GAMMA
     return make_config(backends, tenants=tenants, catalogue={"page_size": 1})
@@ -159,6 +163,20 @@ async def test_capabilities_name_only_what_each_tenant_is_served(
     changed = {"listChanged": True}
     logging: dict[str, Any] = {}  # every tenant: the gateway keeps each client's level and filters by it
     assert capabilities["gamma"] == {"tools": changed, "logging": logging}
-    assert capabilities["alpha"] == {"tools": changed, "prompts": changed, "resources": changed, "logging": logging}
+    # calc's one resource template is denied to alpha: no resources left to advertise
+    assert capabilities["alpha"] == {"tools": changed, "prompts": changed, "logging": logging}
     assert capabilities["beta"] == {"tools": changed, "prompts": changed, "resources": changed, "completions": {},
                                     "logging": logging}
+
+
+async def test_globs_that_hide_every_prompt_and_resource_take_those_capabilities_away(
+        raw_client: Any, gateway_url: str) -> None:
+    delta = await _client(raw_client, gateway_url, "delta")
+    changed = {"listChanged": True}
+    assert delta.initialized["result"]["capabilities"] == {"tools": changed, "logging": {}}  # type: ignore[attr-defined]
+    async with aiohttp.ClientSession() as session:
+        stateless = StatelessClient(session, gateway_url, make_token("delta"))
+        status, body, _ = await stateless.post(stateless.request("server/discover"))
+    assert status == 200
+    assert set(body["result"]["capabilities"]) == {"tools", "logging"}
+    assert await _all(delta, "prompts/list", "prompts", "name") == []
