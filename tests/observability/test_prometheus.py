@@ -49,7 +49,7 @@ def rules() -> list[dict[str, Any]]:
 
 
 async def _load(running: Any, raw_client: Any, stop: asyncio.Event) -> None:
-    """Every kind of traffic the dashboard shows: successes, tool errors, timeouts, 401s and 429s."""
+    """Every kind of traffic the dashboard shows: successes, tool errors, timeouts, 401s and 429s, prompts and reads."""
     acme: RawClient = raw_client(running.url, make_token("acme"))
     beta: RawClient = raw_client(running.url, make_token("beta"))
     stranger: RawClient = raw_client(running.url, None)
@@ -60,6 +60,8 @@ async def _load(running: Any, raw_client: Any, stop: asyncio.Event) -> None:
         await acme.call("tools/list")
         await acme.call("tools/call", {"name": "calc__add", "arguments": {"a": 1, "b": 2}})
         await acme.call("tools/call", {"name": "calc__evaluate", "arguments": {"expression": "2**1000"}})
+        await acme.call("prompts/get", {"name": "calc__explain", "arguments": {"expression": "1+1"}})
+        await acme.call("resources/read", {"uri": "calc+calc://squares/4"})
         if len(slow) < 2:  # a timeout now and then, never blocking the rest of the load
             task = asyncio.ensure_future(acme.call("tools/call", {"name": "calc__slow", "arguments": {"seconds": 3}}))
             slow.add(task)
