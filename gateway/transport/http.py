@@ -80,30 +80,41 @@ class McpEndpoint:
         _require_json_content(request)
         _require_accept(request, spec.JSON, spec.SSE)
         data = jsonrpc.loads(await self._read_body(request))
-        # _admit's two steps, inline: one coroutine fewer on every call
+        # _admit's two steps, inline: one coroutine fewer on every call (and so are both eras' below)
         principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
         caller = principal, await self.exchange.admit(principal, data)
         if _stateless(request, data):
-            return await self._post_stateless(request, caller, data)
-        if isinstance(data, list):
-            return await self._post_batch(request, caller, data)
-        message = jsonrpc.parse_message(data)
-        if message.method == spec.INITIALIZE:
-            return await self._post_initialize(request, caller, message)
-        session = await self._session(request, caller[0])
-        ctx = self._context(request, caller, session, message.method)
-        if not message.is_request:
-            await self.exchange.handle_message(message, ctx)
-            return web.Response(status=202)
-        self.exchange.take_slot(caller[1])  # a refusal (429) comes before any reply starts
-        try:
+            admitted = self._stateless_request(request, caller, data)
+            if isinstance(admitted, web.Response):
+                return admitted
+            message, ctx, stream, channel = admitted
+            if self.rounds is not None and self.rounds.applies(message, ctx):  # its backend may ask its client
+                # (not opened early for progress: the round's in-flight slot, or 429, comes first)
+                return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
+            ctx.channel, run = channel, self.stateless.run
+        else:
+            if isinstance(data, list):
+                return await self._post_batch(request, caller, data)
+            message = jsonrpc.parse_message(data)
+            if message.method == spec.INITIALIZE:
+                return await self._post_initialize(request, caller, message)
+            session = await self._session(request, caller[0])
+            ctx = self._context(request, caller, session, message.method)
+            if not message.is_request:
+                await self.exchange.handle_message(message, ctx)
+                return web.Response(status=202)
             stream = ctx.channel = PostStream(request, self.exchange.asks, session.id)
+            run = self.exchange.dispatch_request
+        self.exchange.take_slot(caller[1])  # the tenant's in-flight budget: a refusal (429) before any reply starts
+        try:
             if _wants_progress(message):
                 await stream.open()
-            reply = await self.exchange.dispatch_request(message, ctx)
-            if not stream.streaming:
-                return _json(reply) if reply is not None else web.Response(status=202)
-            return await stream.finish(reply)
+            reply = await run(message, ctx)
+            if stream.streaming:
+                return await stream.finish(reply)
+            if reply is None:
+                return web.Response(status=202)
+            return _json(reply, status=reply_status(reply) if ctx.envelope is not None and "error" in reply else 200)
         finally:
             self.exchange.release_slot(caller[1])
 
@@ -123,8 +134,10 @@ class McpEndpoint:
         replies = await self.exchange.handle_batch(items, ctx)
         return _json(replies) if replies else web.Response(status=202)
 
-    async def _post_stateless(self, request: web.Request, caller: Caller, data: Any) -> web.StreamResponse:
-        """A 2026-07-28 request: no session; its refusals and errors carry their own HTTP status."""
+    def _stateless_request(self, request: web.Request, caller: Caller,
+                           data: Any) -> tuple[Message, RequestContext, PostStream, StatelessChannel] | web.Response:
+        """A 2026-07-28 request admitted without a session, or the reply it gets at once: a refusal with its
+        own HTTP status, or 202 for a notification."""
         traceparent = request[TRACEPARENT]
         try:
             admitted = self.stateless.admit(data, request.headers, caller, request[REQUEST_ID], traceparent)
@@ -137,18 +150,7 @@ class McpEndpoint:
         if ctx.traceparent is not traceparent:  # _meta's: the log line shows the trace the backends continue
             request[TRACEPARENT] = ctx.traceparent  # type: ignore[assignment]
         stream = PostStream(request, self.exchange.asks, "")
-        channel = StatelessChannel(stream, ctx.envelope)
-        if self.rounds is not None and self.rounds.applies(message, ctx):  # its backend may ask its client
-            # (not opened early for progress: the round's in-flight slot, or 429, comes first)
-            return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
-        self.exchange.take_slot(caller[1])  # the tenant's in-flight budget, as for a session's request
-        try:
-            ctx.channel = channel
-            if _wants_progress(message):
-                await stream.open()
-            return await _stateless_reply(stream, await self.stateless.run(message, ctx))
-        finally:
-            self.exchange.release_slot(caller[1])
+        return message, ctx, stream, StatelessChannel(stream, ctx.envelope)
 
     # ---------------------------------------------------------------- GET and DELETE
 
