@@ -69,7 +69,7 @@ class Dispatcher:
             spec.LOGGING_SET_LEVEL: self._set_level,
         }
         self._levels = LevelSetter(config, pool.get)
-        self._stateless_methods = self.stateless.methods(self._methods, self._discover)
+        self._stateless_methods = self.stateless.methods(self._methods, self._discover, self._catalogue_version)
 
     async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
         """The reply to a request, or None for a notification or a response."""
@@ -82,13 +82,7 @@ class Dispatcher:
             handler = (self._methods if envelope is None else self._stateless_methods).get(message.method)
             if handler is None:
                 raise MethodNotFound(f"Method not found: {message.method[:200]}")
-            if envelope is None:
-                return jsonrpc.result_response(message.id, await handler(message, ctx))
-            if self.stateless.required:
-                self.stateless.require(message.method, envelope)
-            result = self.stateless.complete(message.method, await handler(message, ctx),
-                                             self.catalogue.current.version)
-            return jsonrpc.result_response(message.id, result)
+            return jsonrpc.result_response(message.id, await handler(message, ctx))  # 2026's complete their results
         except PassThrough as passed:
             error = passed.error if envelope is None else self.stateless.passed_error(passed.error)
             return {"jsonrpc": "2.0", "id": message.id, "error": error}
@@ -104,6 +98,9 @@ class Dispatcher:
         finally:
             if self.metrics is not None:
                 self.metrics.dispatched(message.method, ctx, time.perf_counter() - started)
+
+    def _catalogue_version(self) -> str:
+        return self.catalogue.current.version
 
     # ---------------------------------------------------------------- the gateway's own methods
 

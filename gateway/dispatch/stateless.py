@@ -35,6 +35,9 @@ CACHE_SCOPE = "private"
 LIST_PAGES = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
 """Methods whose results the catalogue pre-encodes (gateway-built: no `_meta` of their own)."""
 
+SELF_COMPLETING = frozenset({spec.TOOLS_CALL})
+"""Methods whose handlers put their results in the 2026 form themselves, before encoding (`ToolMethods.call`)."""
+
 REQUIRED_CLIENT_CAPABILITIES: Mapping[str, JsonObject] = {}
 """Method → the client capabilities it cannot be served without (none today)."""
 
@@ -50,11 +53,24 @@ class StatelessRules:
         self._pages: dict[orjson.Fragment, orjson.Fragment] = {}
         self._version = ""
 
-    def methods(self, handshake: Mapping[str, Handler], discover: Handler) -> dict[str, Handler]:
-        """The methods a 2026 request may call: exactly these, so discover's capabilities can match them."""
+    def methods(self, handshake: Mapping[str, Handler], discover: Handler,
+                catalogue_version: Callable[[], str]) -> dict[str, Handler]:
+        """The methods a 2026 request may call (exactly these, so discover's capabilities can match them),
+        each answering in its 2026 form."""
         table = {method: handler for method, handler in handshake.items() if method not in eras.REMOVED_METHODS}
         table[spec.SERVER_DISCOVER] = discover
-        return table
+        return {method: self._completing(method, handler, catalogue_version) for method, handler in table.items()}
+
+    def _completing(self, method: str, handler: Handler, catalogue_version: Callable[[], str]) -> Handler:
+        """`handler`, checking the client capabilities its method needs and completing its result."""
+        if method in SELF_COMPLETING and method not in self.required:
+            return handler  # the hot path: no coroutine layer of its own
+
+        async def completing(message: Message, ctx: RequestContext) -> Any:
+            assert ctx.envelope is not None
+            self.require(method, ctx.envelope)
+            return self.complete(method, await handler(message, ctx), catalogue_version())
+        return completing
 
     def require(self, method: str, envelope: Envelope) -> None:
         """-32021 when the method needs a client capability this request did not declare."""
@@ -74,14 +90,11 @@ class StatelessRules:
         """A handler's result in its 2026 form.
 
         A pre-encoded result of another method than a list is a backend's reply: decoded, completed
-        and encoded again; except a tools/call's, the hot one, which its handler completes before
-        encoding it (`ToolMethods.call`).
+        and encoded again (a tools/call's, the hot one, is completed by its handler: SELF_COMPLETING).
         """
         if isinstance(result, orjson.Fragment):
             if method in LIST_PAGES:
                 return self._page(result, catalogue_version)
-            if method == spec.TOOLS_CALL:
-                return result
             result = orjson.loads(orjson.dumps(result))
         return self.completed(method, result)
 

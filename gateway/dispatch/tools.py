@@ -41,7 +41,8 @@ class ToolMethods:
             problem = view.validate_arguments(entry, arguments)
             if problem:
                 ctx.outcome = "invalid_arguments"
-                return {"content": [{"type": "text", "text": problem}], "isError": True}
+                invalid = {"content": [{"type": "text", "text": problem}], "isError": True}
+                return invalid if ctx.envelope is None else eras.completed(invalid, self.server_info, in_place=True)
         forward: JsonObject = {"name": entry.original, "arguments": arguments}
         if isinstance(params.get("_meta"), dict):
             forward["_meta"] = params["_meta"]

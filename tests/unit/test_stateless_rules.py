@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -21,8 +22,22 @@ async def handler(message: Any, ctx: Any) -> Any:
 def test_2026_serves_the_session_methods_it_kept_and_discover() -> None:
     handshake = {m: handler for m in ("initialize", "ping", "tools/list", "tools/call", "logging/setLevel",
                                       "resources/subscribe", "resources/unsubscribe", "prompts/get")}
-    table = StatelessRules(server_info=SERVER_INFO).methods(handshake, handler)
+    table = StatelessRules(server_info=SERVER_INFO).methods(handshake, handler, lambda: "v1")
     assert set(table) == {"tools/list", "tools/call", "prompts/get", "server/discover"}
+    assert table["tools/call"] is handler  # completes its own results: no coroutine layer on the hot path
+
+
+async def test_the_2026_handlers_complete_results_and_check_required_capabilities() -> None:
+    rules = StatelessRules(server_info=SERVER_INFO, required={"prompts/get": {"sampling": {}}})
+    table = rules.methods({"prompts/get": handler, "ping": handler}, handler, lambda: "v1")
+    ctx = SimpleNamespace(envelope=Envelope("2026-07-28", {}))
+    assert orjson.loads(orjson.dumps(await table["server/discover"](None, ctx))) == {
+        "ttlMs": CACHE_TTL_MS, "cacheScope": CACHE_SCOPE, "resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
+    with pytest.raises(MissingClientCapability):
+        await table["prompts/get"](None, ctx)
+    ctx.envelope = Envelope("2026-07-28", {"sampling": {}})
+    assert (await table["prompts/get"](None, ctx))["resultType"] == "complete"
 
 
 def test_a_required_capability_the_request_lacks_is_refused_naming_what_is_missing() -> None:
@@ -54,8 +69,6 @@ def test_a_backends_own_error_is_decoded_and_resource_not_found_is_invalid_param
 
 def test_an_encoded_backend_reply_and_an_object_are_completed() -> None:
     rules = StatelessRules(server_info=SERVER_INFO)
-    call_reply = orjson.Fragment(b'{"content":[],"resultType":"complete"}')
-    assert rules.complete("tools/call", call_reply, "v1") is call_reply  # its handler completed it
     invalid_arguments = rules.complete("tools/call", {"content": [], "isError": True}, "v1")
     assert invalid_arguments["resultType"] == "complete"
     reply = orjson.Fragment(b'{"messages":[],"_meta":{"own":1}}')
