@@ -85,7 +85,7 @@ class McpEndpoint:
         caller = principal, await self.exchange.admit(principal, data)
         if _stateless(request, data):
             admitted = self._stateless_request(request, caller, data)
-            if isinstance(admitted, web.Response):
+            if not isinstance(admitted, tuple):  # not a web.Response test: that is an ABC's, in Python
                 return admitted
             message, ctx, stream, channel = admitted
             if self.rounds is not None and self.rounds.applies(message, ctx):  # its backend may ask its client
