@@ -11,6 +11,7 @@ import orjson
 
 from gateway.catalogue.listings import KINDS, Listed, Listing, merge_listing
 from gateway.catalogue.namespace import exposed_name
+from gateway.catalogue.uris import rewrite_ui_meta
 from gateway.protocol import spec
 
 JsonObject = dict[str, Any]
@@ -18,6 +19,8 @@ JsonObject = dict[str, Any]
 TASK_SUPPORT_KEY = b'"taskSupport"'
 """A tool whose JSON lacks this key cannot require tasks, so most tools are never decoded at merge."""
 HEADER_ANNOTATION = spec.X_MCP_HEADER.encode()
+UI_RESOURCE_KEY = b'resourceUri"'
+"""In every tool that names an MCP Apps UI resource (`_meta.ui.resourceUri`, or the older `ui/resourceUri`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +178,7 @@ def backend_entries(backend: str, namespace: str, separator: str, snapshot: Back
         name = exposed_name(namespace, separator, original)
         if name != (f"{namespace}{separator}{original}" if namespace else original):
             renamed.append((backend, original, name))
-        entries.append(ToolEntry(name, backend, tool))
+        entries.append(ToolEntry(name, backend, _with_gateway_ui_uri(tool, namespace)))
     key = (namespace, separator, snapshot.version if snapshot else "-")
     return BackendEntries(key, tuple(entries), tuple(renamed), tuple(hidden))
 
@@ -222,6 +225,14 @@ def _named(backend: str, namespace: str, separator: str, snapshot: BackendSnapsh
     if memo is not None:
         memo[backend] = named  # only the latest per backend: the memo stays as small as the config
     return named
+
+
+def _with_gateway_ui_uri(tool: Tool, namespace: str) -> Tool:
+    """The tool as clients see it: an MCP Apps UI resource it names is read through the gateway (uris.py)."""
+    if not namespace or UI_RESOURCE_KEY not in tool.tail:
+        return tool
+    decoded = tool.decoded()
+    return Tool.from_dict(decoded) if rewrite_ui_meta(decoded.get("_meta"), namespace) else tool
 
 
 def _needs_tasks(tool: Tool) -> bool:

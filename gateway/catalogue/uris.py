@@ -8,6 +8,8 @@ prefix, so whatever a template expands to is again a gateway URI that routes to 
 Every URI is rewritten, `https://` ones too: a client reads them through the gateway (which
 applies the tenant's policy and the backend's credentials) and never fetches them itself.
 
+MCP Apps' `_meta.ui.resourceUri` on tools and tool results is rewritten the same way.
+
 The `rewrite_*` functions change a reply in place: the dispatcher decodes each backend reply
 for one client only, so nothing else holds it.
 """
@@ -99,6 +101,17 @@ def rewrite_messages(result: Any, namespace: str) -> None:
         rewrite_blocks([content] if isinstance(content, dict) else content, namespace)
 
 
-def _prefix(item: Any, key: str, namespace: str) -> None:
+def rewrite_ui_meta(meta: Any, namespace: str) -> bool:
+    """MCP Apps: a tool's (or a tool result's) `_meta.ui.resourceUri` names a `ui://` resource of the
+    same backend, as does the older flat `_meta["ui/resourceUri"]`. Whether anything was rewritten."""
+    if not isinstance(meta, dict) or not namespace:
+        return False
+    nested = _prefix(meta.get("ui"), "resourceUri", namespace)
+    return _prefix(meta, "ui/resourceUri", namespace) or nested
+
+
+def _prefix(item: Any, key: str, namespace: str) -> bool:
     if isinstance(item, dict) and isinstance(item.get(key), str):
         item[key] = gateway_uri(namespace, item[key])
+        return True
+    return False

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from gateway.catalogue.refresher import CatalogueService
-from gateway.catalogue.uris import rewrite_blocks
+from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
 from gateway.dispatch.forward import Forwarder, encoded
 from gateway.errors import InvalidParams
 from gateway.protocol import eras, spec
@@ -51,6 +51,8 @@ class ToolMethods:
         if result.get("isError"):
             ctx.outcome = "tool_error"
         rewrite_blocks(result.get("content"), backend.namespace)  # resource links name gateway URIs
+        if "_meta" in result:  # and so does an MCP Apps UI resource
+            rewrite_ui_meta(result["_meta"], backend.namespace)
         if ctx.envelope is not None:  # completed before it is encoded (StatelessRules.complete)
             result = eras.completed(result, self.server_info, in_place=True)  # a fresh reply: ours
         return encoded(entry.backend, result, ctx)
