@@ -6,6 +6,7 @@ themselves live beside it, one module per family (tools, prompts, resources, com
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from gateway.dispatch.tools import ToolMethods
 from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.logs import clip
 from gateway.protocol import jsonrpc, spec
+from gateway.protocol.capabilities import ROOTS
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext
 from gateway.upstream.pool import UpstreamPool
@@ -131,6 +133,20 @@ class Dispatcher:
             capabilities["completions"] = {}
         capabilities["logging"] = {}  # always served: the gateway keeps each client's level and filters by it
         return capabilities
+
+    async def roots_changed(self, ctx: RequestContext) -> None:
+        """A client's `notifications/roots/list_changed`, to the backend sessions that may ask it for roots.
+
+        A backend session is shared by the clients of one tenant that declared the same capabilities
+        (never across tenants; stdio backends have one for all): each hears it, and its next roots/list
+        during a call goes to that call's client, as every relayed request does.
+        """
+        if ROOTS not in ctx.capabilities:
+            return  # its backend sessions were never told of roots
+        uses = ctx.tenant.backends
+        await asyncio.gather(*(upstream.notify(spec.ROOTS_LIST_CHANGED, None, session_key=ctx.principal.tenant,
+                                               capabilities=ctx.capabilities)
+                               for upstream in self.pool if "*" in uses or upstream.name in uses))
 
     async def _ping(self, message: Message, ctx: RequestContext) -> JsonObject:
         return {}

@@ -108,6 +108,8 @@ class Exchange:
             return None
         if message.method == spec.CANCELLED:
             self._cancel(message, ctx)
+        elif message.method == spec.ROOTS_LIST_CHANGED:
+            await self.dispatcher.roots_changed(ctx)
         return None
 
     async def handle_batch(self, items: list[Any], ctx: RequestContext) -> list[JsonObject] | None:
