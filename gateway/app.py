@@ -13,10 +13,12 @@ from gateway.auth.metadata import setup_metadata_routes
 from gateway.catalogue.serving import any_backend_serving
 from gateway.components import build_components
 from gateway.config import Config
+from gateway.dispatch.listen import ListenStreams
 from gateway.health import Readiness, setup_health_routes
 from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
+from gateway.protocol.jsonrpc import JsonObject
 from gateway.reload import RELOADER, ConfigSource, Reloader, reload_endpoint
 from gateway.shared_state import SharedState, open_shared_state
 from gateway.transport.channel import PendingAsks
@@ -94,16 +96,20 @@ def _gateway_state(endpoint: McpEndpoint,
             reloader = app[RELOADER] = Reloader(config=config, core=core, exchange=exchange, source=reload_source,
                                                 deliver=streams.publish, metrics=app[keys.METRICS], on_swap=bind)
             shared.bind(streams, on_ended=exchange.asks.abandon)
+            subscriptions, listeners = core.dispatcher.subscriptions, core.dispatcher.listeners
+            subscriptions.session_sink = shared.session_sink(streams)  # resource updates to GET streams
+            shared.sessions.on_ended(subscriptions.release)  # an ended session's subscriptions go too
             app[keys.READINESS].gate("catalogue not built yet", core.catalogue.ready)
             app[keys.READINESS].add_check("store", shared.readiness)
             if config.server.ready_requires == "any_backend":
                 app[keys.READINESS].add_check("backends", any_backend_serving(core.catalogue))
-            core.catalogue.subscribe(exchange.list_changed_listener(streams.publish))
+            core.catalogue.subscribe(exchange.list_changed_listener(_to_both(streams, listeners)))
             await core.start()
             yield
             await reloader.close()
             streams.close_all()
             await rounds.close()
+            listeners.close_all()
             await core.close()
 
     return gateway_state
@@ -122,3 +128,13 @@ def _rounds(config: Config, exchange: Exchange, shared: SharedState) -> Rounds:
     longest = max((backend.call_cap_seconds for backend in config.backends), default=0.0)
     shared.share_rounds(rounds, max_wait=longest + config.mrtr.round_seconds)
     return rounds
+
+
+def _to_both(streams: StreamHub, listeners: ListenStreams) -> Callable[[set[str], JsonObject], None]:
+    """A list change goes to the sessions' GET streams and to the 2026 listen streams alike."""
+
+    def deliver(tenants: set[str], message: JsonObject) -> None:
+        streams.publish(tenants, message)
+        listeners.publish(tenants, message)
+
+    return deliver

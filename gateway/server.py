@@ -166,6 +166,8 @@ async def _drain(app: web.Application, tracker: RequestTracker, signals: lifecyc
     app[keys.READINESS].start_draining()
     tracker.draining = True
     log.info("gateway_draining", in_flight=tracker.active, grace_seconds=grace)
+    if keys.EXCHANGE in app:  # listen streams end now, gracefully: their clients listen again elsewhere
+        app[keys.EXCHANGE].dispatcher.listeners.close_all()
     idle = await lifecycle.wait_unless(tracker.wait_idle(), cancel_on=signals.forced, timeout=grace)
     if not idle:
         log.warning("gateway_drain_cut_short", in_flight=tracker.active, forced=signals.forced.is_set())

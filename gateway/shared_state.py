@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ CLIENT_ANSWER_EVENT = "client_answer"
 
 ROUND_KEY = "mrtr:key"
 """Under the key prefix: the requestState key the replicas share when `mrtr.secret` is not set."""
+
+SESSION_NOTIFICATION_EVENT = "session_notification"
+"""Event kind: a notification for one session (fields: session, message), for the replica holding its GET stream."""
 
 NOT_READY_REASON = "redis unreachable (store.required is true)"
 
@@ -97,6 +101,31 @@ class SharedState:
         """A retry that reaches another replica than the one holding its round is passed on to it."""
         if self.events is not None:
             RemoteRounds(self.events, rounds, max_wait=max_wait)
+
+    def session_sink(self, streams: StreamHub) -> Callable[[str], Callable[[dict[str, Any]], None]]:
+        """Notifications for one session's client (its resource updates) go on its GET stream: here, or,
+        with Redis, through the event channel to the replica that holds that stream."""
+        events, sending = self.events, set[asyncio.Task[None]]()
+        if events is None:
+            return lambda session: functools.partial(streams.send, session)
+
+        async def on_notification(event: dict[str, Any]) -> None:
+            session, message = event.get("session"), event.get("message")
+            if isinstance(session, str) and isinstance(message, dict):
+                streams.send(session, message)
+
+        async def publish(session: str, message: dict[str, Any]) -> None:
+            with contextlib.suppress(StoreUnavailable):  # then it is lost, as on a stream that broke
+                await events.publish(SESSION_NOTIFICATION_EVENT, session=session, message=message)
+
+        def sink(session: str, message: dict[str, Any]) -> None:
+            if not streams.send(session, message):  # its stream is elsewhere, or nowhere
+                task = asyncio.get_running_loop().create_task(publish(session, message))
+                sending.add(task)
+                task.add_done_callback(sending.discard)
+
+        events.on(SESSION_NOTIFICATION_EVENT, on_notification)
+        return lambda session: functools.partial(sink, session)
 
     async def readiness(self) -> str | None:
         """For /readyz: with store.required, not ready until Redis first answers, or once it stays down."""

@@ -25,6 +25,9 @@ class Channel(Protocol):
     async def notify(self, message: dict[str, Any]) -> None:
         """Send the client a notification."""
 
+    async def keepalive(self) -> None:
+        """A sign of life on a long stream (an SSE comment); nothing where there is none to give."""
+
     async def ask(self, method: str, params: dict[str, Any] | None, *, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
         """Send the client a request and return its response message.
 

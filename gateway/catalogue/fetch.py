@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.listings import KINDS, OFFERED, Kind, Listed, usable_items
+from gateway.catalogue.listings import KINDS, OFFERED, SUBSCRIBE, Kind, Listed, usable_items
 from gateway.catalogue.merge import BackendSnapshot, Tool, VersionHash, combined_version, snapshot_version
 from gateway.config import BackendConfig
 from gateway.protocol import spec
-from gateway.upstream.base import JsonObject, Upstream, UpstreamError
+from gateway.upstream.base import JsonObject, Upstream, UpstreamError, subscribable
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
@@ -61,6 +61,8 @@ class BackendLister:
             versions = {TOOLS: tools_version}
         declared = self.upstream.server_capabilities  # known now: the handshake is done
         offers = frozenset(c for c in OFFERED if isinstance(declared.get(c), dict))
+        if subscribable(declared):
+            offers |= {SUBSCRIBE}
         lists: dict[str, tuple[Listed, ...]] = {}
         for kind in (k for k in KINDS if k.capability in offers):
             if kind.name in keep:

@@ -50,6 +50,8 @@ BY_NAME = {kind.name: kind for kind in KINDS}
 
 OFFERED = ("prompts", "resources", "completions")
 """Server capabilities whose presence in a backend's initialize result the catalogue records."""
+SUBSCRIBE = "resources.subscribe"
+"""Recorded too when a backend declared `resources: {subscribe: true}` (it serves resources/subscribe)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from gateway.catalogue.listings import SUBSCRIBE
 from gateway.catalogue.refresher import CatalogueService
 from gateway.client_logs import LevelSetter
 from gateway.config import Config
 from gateway.dispatch.completion import CompletionMethods
 from gateway.dispatch.forward import Forwarder, PassThrough
+from gateway.dispatch.listen import ListenStreams
 from gateway.dispatch.prompts import PromptMethods
 from gateway.dispatch.resources import ResourceMethods
 from gateway.dispatch.stateless import StatelessRules
+from gateway.dispatch.subscriptions import Subscriptions
 from gateway.dispatch.tools import ToolMethods
 from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.logs import clip
@@ -57,6 +60,9 @@ class Dispatcher:
                             server_info=self.stateless.server_info)
         prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder)
         resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder)
+        # Change notifications need a way to clients outside their requests: GET streams, stdout, listen.
+        self.subscriptions = Subscriptions(catalogue=catalogue, forwarder=forwarder)
+        self.listeners = ListenStreams(subscriptions=self.subscriptions)
         self._methods: dict[str, Handler] = {
             spec.INITIALIZE: self._initialize,
             spec.PING: self._ping,
@@ -67,11 +73,16 @@ class Dispatcher:
             spec.RESOURCES_LIST: resources.list,
             spec.RESOURCES_TEMPLATES_LIST: resources.templates,
             spec.RESOURCES_READ: resources.read,
+            spec.RESOURCES_SUBSCRIBE: self.subscriptions.subscribe,
+            spec.RESOURCES_UNSUBSCRIBE: self.subscriptions.unsubscribe,
             spec.COMPLETION_COMPLETE: CompletionMethods(catalogue=catalogue, forwarder=forwarder).complete,
             spec.LOGGING_SET_LEVEL: self._set_level,
         }
         self._levels = LevelSetter(config, pool.get)
-        self._stateless_methods = self.stateless.methods(self._methods, self._discover, self._catalogue_version)
+        table = dict(self._methods)
+        if list_changed:  # 2026 clients hear of changes only on a listen stream
+            table[spec.SUBSCRIPTIONS_LISTEN] = self.listeners.listen
+        self._stateless_methods = self.stateless.methods(table, self._discover, self._catalogue_version)
 
     async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
         """The reply to a request, or None for a notification or a response."""
@@ -116,7 +127,7 @@ class Dispatcher:
         }
 
     async def _discover(self, message: Message, ctx: RequestContext) -> JsonObject:
-        return self.stateless.discover(self.capabilities(ctx), INSTRUCTIONS)
+        return self.stateless.discover(self.capabilities(ctx), INSTRUCTIONS, listen=self.list_changed)
 
     def capabilities(self, ctx: RequestContext) -> JsonObject:
         """What this tenant is served: prompts, resources and completions only when one of its backends has them.
@@ -129,6 +140,8 @@ class Dispatcher:
         for capability in ("prompts", "resources"):
             if view.offers(capability):
                 capabilities[capability] = changed
+        if self.list_changed and "resources" in capabilities and view.offers(SUBSCRIBE):  # relayed from backends
+            capabilities["resources"] = {"subscribe": True, **changed}
         if view.offers("completions"):
             capabilities["completions"] = {}
         capabilities["logging"] = {}  # always served: the gateway keeps each client's level and filters by it

@@ -45,6 +45,9 @@ class Forwarder:
         self.metrics = metrics
         self._backends = {backend.name: backend for backend in config.backends}  # looked up on every call
 
+    def backends(self) -> list[Backend]:
+        return list(self._backends.values())
+
     def backend(self, name: str) -> Backend:
         """A configured backend (catalogue entries only name configured backends)."""
         return self._backends[name]

@@ -26,8 +26,8 @@ from gateway.tenancy import RequestContext
 Handler = Callable[[Message, RequestContext], Awaitable[Any]]
 
 CACHE_TTL_MS = 5_000
-"""How long a 2026 client may reuse a list or discover result. Short: without subscriptions/listen
-the client hears of no change, and the catalogue refreshes in the background."""
+"""How long a 2026 client may reuse a list or discover result. Short: a client that does not listen
+(subscriptions/listen) hears of no change, and the catalogue refreshes in the background."""
 
 CACHE_SCOPE = "private"
 """Views are filtered per tenant, so no cache may share them across callers."""
@@ -80,10 +80,11 @@ class StatelessRules:
             if missing:
                 raise MissingClientCapability(missing)
 
-    def discover(self, capabilities: Mapping[str, Any], instructions: str) -> JsonObject:
-        """`server/discover`: the versions served, and what this tenant is served at 2026."""
+    def discover(self, capabilities: Mapping[str, Any], instructions: str, *, listen: bool = False) -> JsonObject:
+        """`server/discover`: the versions served, and what this tenant is served at 2026 (change
+        notifications only when `subscriptions/listen` is served)."""
         return {"supportedVersions": list(eras.SERVED_VERSIONS),
-                "capabilities": eras.stateless_capabilities(capabilities),
+                "capabilities": eras.stateless_capabilities(capabilities, listen=listen),
                 "instructions": instructions}
 
     def complete(self, method: str, result: Any, catalogue_version: str) -> Any:

@@ -151,17 +151,18 @@ def missing_capabilities(required: Mapping[str, Any], declared: Mapping[str, Any
 # ---------------------------------------------------------------- results
 
 
-def stateless_capabilities(capabilities: Mapping[str, Any]) -> JsonObject:
+def stateless_capabilities(capabilities: Mapping[str, Any], *, listen: bool = False) -> JsonObject:
     """Handshake capabilities as a 2026 discover states them.
 
-    Change notifications and resource subscriptions need `subscriptions/listen`, which is not
-    served yet; tasks are an extension at 2026-07-28, not a capability.
+    Change notifications and resource subscriptions reach a 2026 client only on a
+    `subscriptions/listen` stream: without `listen` served they are promised false. Tasks are
+    an extension at 2026-07-28, not a capability.
     """
     out: JsonObject = {}
     for name, value in capabilities.items():
         if name == "tasks":
             continue
-        if isinstance(value, dict) and name in ("tools", "prompts", "resources"):
+        if not listen and isinstance(value, dict) and name in ("tools", "prompts", "resources"):
             value = {**value, "listChanged": False}
             if "subscribe" in value:
                 value["subscribe"] = False

@@ -83,6 +83,9 @@ class ClientChannel:
     async def notify(self, message: JsonObject) -> None:
         await self.send(message)
 
+    async def keepalive(self) -> None:
+        """A sign of life on a long stream; nothing by default (a POST's SSE stream writes a comment)."""
+
     async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
         """Send a request to the client and return its response message (`result` or `error`).
 

@@ -46,6 +46,7 @@ MAX_ACCEPT_CHARS = 1024
 KEEPALIVE_SECONDS = 15.0
 """An SSE comment this often keeps idle GET streams alive through proxies."""
 SSE_HEADERS = {"Content-Type": spec.SSE, "Cache-Control": "no-cache"}
+KEEPALIVE = b": keepalive\n\n"
 
 
 class McpEndpoint:
@@ -263,6 +264,15 @@ class PostStream(ClientChannel):
             except ConnectionError as exc:
                 raise ChannelClosed("the client closed the stream") from exc
 
+    async def keepalive(self) -> None:
+        response = await self.open()
+        assert self._lock is not None
+        async with self._lock:
+            try:
+                await response.write(KEEPALIVE)
+            except ConnectionError as exc:
+                raise ChannelClosed("the client closed the stream") from exc
+
     @property
     def streaming(self) -> bool:
         """Whether the reply became a stream (otherwise it is one JSON body, or 202 for none)."""
@@ -297,7 +307,7 @@ async def _pump(response: web.StreamResponse, queue: asyncio.Queue[tuple[str, by
         try:
             event_id, data = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
         except TimeoutError:
-            await response.write(b": keepalive\n\n")
+            await response.write(KEEPALIVE)
             continue
         if not data:  # the session ended or the gateway is shutting down
             return

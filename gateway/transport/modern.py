@@ -135,6 +135,9 @@ class StatelessChannel(ClientChannel):
     async def send(self, message: JsonObject) -> None:
         await self.inner.send(message)
 
+    async def keepalive(self) -> None:
+        await self.inner.keepalive()
+
     async def notify(self, message: JsonObject) -> None:
         if message.get("method") == spec.MESSAGE and not self._wants_log(message):
             return  # 2026: log messages only to a request that asked for them, at its level or above

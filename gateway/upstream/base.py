@@ -28,6 +28,10 @@ from gateway.protocol.capabilities import RELAYED_METHODS, for_backend
 JsonObject = dict[str, Any]
 NotificationHandler = Callable[[JsonObject], Awaitable[None]]
 ListChangedCallback = Callable[[str], Awaitable[None]]
+ResourceUpdatedCallback = Callable[[str | None, JsonObject], None]
+"""Hears a backend's notifications/resources/updated: the key of the backend session it came on (a
+tenant; None for a stdio child, which serves every tenant) and its params (a string `uri` in them).
+It must not block: the caller is the reader of the backend's messages."""
 Answer = Callable[[JsonObject], Awaitable[None]]
 """Sends the gateway's response to one backend request back to that backend."""
 RequestHandler = Callable[[JsonObject, Answer], None]
@@ -95,6 +99,9 @@ class Upstream(Protocol):
     def on_list_changed(self, callback: ListChangedCallback) -> None:
         """Register a callback for the backend's notifications/{tools,prompts,resources}/list_changed;
         it is called with the notification's method."""
+
+    def on_resource_updated(self, callback: ResourceUpdatedCallback) -> None:
+        """Register a callback for the backend's notifications/resources/updated (resources/subscribe)."""
 
     async def close(self) -> None:
         """End upstream sessions and stop the child, each wait bounded."""
@@ -277,3 +284,25 @@ class ListChangedCallbacks:
     def fire(self, method: str) -> None:
         for callback in self._callbacks:
             self._tasks.spawn(callback(method), "list_changed")
+
+
+class ResourceUpdates:
+    """The callbacks registered with `on_resource_updated`, run at once: they only route."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[ResourceUpdatedCallback] = []
+
+    def add(self, callback: ResourceUpdatedCallback) -> None:
+        self._callbacks.append(callback)
+
+    def fire(self, session_key: str | None, message: JsonObject) -> None:
+        params = message.get("params")
+        if isinstance(params, dict) and isinstance(params.get("uri"), str):
+            for callback in self._callbacks:
+                callback(session_key, params)
+
+
+def subscribable(capabilities: JsonObject) -> bool:
+    """Whether a backend's initialize result declared `resources.subscribe`."""
+    resources = capabilities.get("resources")
+    return isinstance(resources, dict) and resources.get("subscribe") is True

@@ -4,8 +4,10 @@ One pooled HTTP client (upstream/client.py: the builtin or aiohttp's) per backen
 (a tenant, or "" for the catalogue) and set of relayable client capabilities gets its own backend
 session (id, version, a handshake declaring those capabilities, done lazily and once); a 404 means
 the backend forgot it: it is re-created and the request sent once more. The catalogue's session,
-and each that declared capabilities, listens on a GET stream (http_listener.py) for list changes
-and refuses there the backend's requests that belong to no call. A request on a call's SSE stream
+each that declared capabilities, and every session of a backend that offers resources/subscribe
+listen on a GET stream (http_listener.py) for list changes and resource updates (to
+`on_resource_updated`, with the session's tenant), and refuse there the backend's requests that
+belong to no call. A request on a call's SSE stream
 (sampling, elicitation, roots) goes to that call's `on_request` handler.
 
 Cancelling the task that awaits `request()` (or its timeout) sends the backend
@@ -38,6 +40,7 @@ from gateway.protocol.spec import (
     LATEST_VERSION,
     LIST_CHANGED,
     PROGRESS,
+    RESOURCES_UPDATED,
     SSE,
 )
 from gateway.protocol.sse import SseDecoder, SseEvent
@@ -49,6 +52,8 @@ from gateway.upstream.base import (
     ListChangedCallbacks,
     NotificationHandler,
     RequestHandler,
+    ResourceUpdatedCallback,
+    ResourceUpdates,
     UpstreamError,
     answer_backend_request,
     check_response,
@@ -60,6 +65,7 @@ from gateway.upstream.base import (
     request_message,
     restore_progress_token,
     server_capabilities,
+    subscribable,
     swap_progress_token,
 )
 from gateway.upstream.client import TRANSPORT_ERRORS, BadReply, ClientOptions, ConnectFailed, HttpTransport, Response
@@ -91,19 +97,10 @@ _log = structlog.get_logger("gateway.upstream")
 class HttpUpstream:
     """An MCP backend reached over Streamable HTTP."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        url: str,
-        headers: Mapping[str, str],
-        max_connections: int,
-        protocol_version: str = LATEST_VERSION,
-        client_info: Mapping[str, Any],
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-        http_client: str = "builtin",
-        client_options: ClientOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, *, url: str, headers: Mapping[str, str], max_connections: int,
+                 protocol_version: str = LATEST_VERSION, client_info: Mapping[str, Any],
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, http_client: str = "builtin",
+                 client_options: ClientOptions | None = None) -> None:
         self.name = name
         self._url = url
         self._headers = CIMultiDict(headers)
@@ -118,6 +115,7 @@ class HttpUpstream:
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
         self._list_changed = ListChangedCallbacks(self._tasks)
+        self._updates = ResourceUpdates()
         self._body = BoundedBody(name, max_response_bytes)
         self._stream = StreamListener(self._body, self._stream_client, self._on_unasked, self._tasks)
         self.server_capabilities: JsonObject = {}
@@ -160,6 +158,9 @@ class HttpUpstream:
     def on_list_changed(self, callback: ListChangedCallback) -> None:
         self._list_changed.add(callback)
 
+    def on_resource_updated(self, callback: ResourceUpdatedCallback) -> None:
+        self._updates.add(callback)
+
     async def close(self) -> None:
         http, self._http = self._http, None
         if http is None:
@@ -175,14 +176,8 @@ class HttpUpstream:
 
     # --- sessions -----------------------------------------------------------------------
 
-    async def _request(
-        self,
-        method: str,
-        params: JsonObject | None,
-        key: SessionKey,
-        headers: CIMultiDict[str],
-        handlers: Handlers,
-    ) -> JsonObject:
+    async def _request(self, method: str, params: JsonObject | None, key: SessionKey, headers: CIMultiDict[str],
+                       handlers: Handlers) -> JsonObject:
         session = await self._ready_session(key, headers)
         try:
             return await self._call(session, method, params, headers, handlers)
@@ -215,7 +210,7 @@ class HttpUpstream:
         if not 200 <= status < 300:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: initialized got HTTP {status}")
         self._sessions[key] = session
-        if key == CATALOGUE_KEY or key[1]:  # the catalogue's, or one whose backend may ask the client
+        if key == CATALOGUE_KEY or key[1] or subscribable(self.server_capabilities):  # news may come on it
             self._stream.listen(session, lambda: self._sessions.get(key) is session)
         return session
 
@@ -234,14 +229,8 @@ class HttpUpstream:
 
     # --- one request --------------------------------------------------------------------
 
-    async def _call(
-        self,
-        session: BackendSession,
-        method: str,
-        params: JsonObject | None,
-        headers: CIMultiDict[str],
-        handlers: Handlers,
-    ) -> JsonObject:
+    async def _call(self, session: BackendSession, method: str, params: JsonObject | None,
+                    headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
         request_id = next(self._ids)
         token = f"{self.name}-{request_id}"  # unique across this upstream's active requests
         params, original = swap_progress_token(params, token)
@@ -325,7 +314,9 @@ class HttpUpstream:
         kind = message_kind(message)
         if kind == "response":
             return check_response(self.name, message, route.request_id)
-        if kind == "notification":
+        if kind == "notification" and message["method"] == RESOURCES_UPDATED:
+            self._updates.fire(session.key[0], message)
+        elif kind == "notification":
             await self._on_notification(message, route)
         elif kind == "request":
             self._on_request(session, message, route)
@@ -392,6 +383,8 @@ class HttpUpstream:
         kind = message_kind(message)
         if kind == "notification" and message["method"] in LIST_CHANGED and session.key == CATALOGUE_KEY:
             self._list_changed.fire(message["method"])
+        elif kind == "notification" and message["method"] == RESOURCES_UPDATED:
+            self._updates.fire(session.key[0], message)
         elif kind == "request":
             self._answer(session, message, "it came on the session's own stream, outside any call")
 

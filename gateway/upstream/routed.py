@@ -28,6 +28,7 @@ from gateway.upstream.base import (
     ListChangedCallback,
     NotificationHandler,
     RequestHandler,
+    ResourceUpdatedCallback,
     Upstream,
     UpstreamError,
 )
@@ -119,6 +120,9 @@ class RoutedUpstream:
 
     def on_list_changed(self, callback: ListChangedCallback) -> None:
         self.inner.on_list_changed(callback)
+
+    def on_resource_updated(self, callback: ResourceUpdatedCallback) -> None:
+        self.inner.on_resource_updated(callback)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -32,6 +32,7 @@ import orjson
 import structlog
 
 from gateway.errors import FailureReason
+from gateway.protocol import spec
 from gateway.protocol.capabilities import ALL, NONE, RELAYED_METHODS
 from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, LIST_CHANGED, MESSAGE, PROGRESS
 from gateway.upstream.base import (
@@ -43,6 +44,8 @@ from gateway.upstream.base import (
     ListChangedCallbacks,
     NotificationHandler,
     RequestHandler,
+    ResourceUpdatedCallback,
+    ResourceUpdates,
     UpstreamError,
     answer_backend_request,
     initialize_params,
@@ -71,20 +74,10 @@ _log = structlog.get_logger("gateway.upstream")
 class StdioUpstream:
     """An MCP backend run as a child process over stdin/stdout."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        command: Sequence[str],
-        env: Mapping[str, str],
-        cwd: str | None = None,
-        protocol_version: str = LATEST_VERSION,
-        client_info: Mapping[str, Any],
-        start_timeout: float = 30.0,
-        restart_delays: tuple[float, float] = (0.5, 30.0),
-        max_line: int = MAX_RESPONSE_BYTES,
-        on_restart: Callable[[str], None] | None = None,
-    ) -> None:
+    def __init__(self, name: str, *, command: Sequence[str], env: Mapping[str, str], cwd: str | None = None,
+                 protocol_version: str = LATEST_VERSION, client_info: Mapping[str, Any], start_timeout: float = 30.0,
+                 restart_delays: tuple[float, float] = (0.5, 30.0), max_line: int = MAX_RESPONSE_BYTES,
+                 on_restart: Callable[[str], None] | None = None) -> None:
         self.name = name
         self._on_restart = on_restart  # told the backend's name each time a dead child is started again
         self.protocol_version: str | None = None  # negotiated by the current child
@@ -107,6 +100,7 @@ class StdioUpstream:
         self._ids = itertools.count(1)
         self._tasks = BackgroundTasks(name)
         self._list_changed = ListChangedCallbacks(self._tasks)
+        self._updates = ResourceUpdates()  # with no session key: the child serves every tenant
         self._exits = ExitReport()  # why the last child ended: for logs, errors and /admin/backends
 
     @property
@@ -148,6 +142,9 @@ class StdioUpstream:
 
     def on_list_changed(self, callback: ListChangedCallback) -> None:
         self._list_changed.add(callback)
+
+    def on_resource_updated(self, callback: ResourceUpdatedCallback) -> None:
+        self._updates.add(callback)
 
     async def close(self) -> None:
         self._closing = True
@@ -306,6 +303,9 @@ class StdioUpstream:
         method = message["method"]
         if method in LIST_CHANGED:
             self._list_changed.fire(method)
+            return
+        if method == spec.RESOURCES_UPDATED:
+            self._updates.fire(None, message)
             return
         token = progress_token(message) if method == PROGRESS else None
         pending = self._calls.by_token.get(token) if isinstance(token, str) else None

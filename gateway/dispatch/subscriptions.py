@@ -1,0 +1,174 @@
+"""resources/subscribe and resources/unsubscribe, and where a backend's resources/updated goes.
+
+A client subscribes to a gateway URI under its tenant's policy: a URI it may not see gets the
+same -32002 as one that does not exist. Upstream, one subscription per backend session and
+original URI serves every client that wants it (reference counting): the first client's
+subscribe goes to the backend, the last one's leaving unsubscribes there. An HTTP backend's
+sessions are per tenant, so tenants never share one; a stdio child is one session for all.
+
+A backend's `notifications/resources/updated` reaches exactly the clients subscribed to that
+URI on that backend session, each with the gateway URI it subscribed to, through its sink: a
+session's GET stream (`session_sink`, set by the transport), stdout, or a 2026 listen stream
+(`listen.py`). A client that goes away (its session ends, its listen stream closes) releases
+everything it held. State is this process's: the replica that took a subscribe holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+import structlog
+
+from gateway.catalogue.listings import SUBSCRIBE
+from gateway.catalogue.refresher import CatalogueService
+from gateway.config import HttpBackend
+from gateway.dispatch.forward import Forwarder
+from gateway.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from gateway.protocol import spec
+from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.tenancy import RequestContext, upstream_headers
+from gateway.upstream.base import UpstreamError
+
+log = structlog.get_logger("gateway.subscriptions")
+
+Sink = Callable[[JsonObject], None]
+"""Hands one notification to one client; must not block (it queues, or starts a task)."""
+
+Key = tuple[str, str | None, str]
+"""One upstream subscription: backend, backend session (the tenant; None: a stdio child's, shared), original URI."""
+
+
+@dataclass(slots=True)
+class _Client:
+    sink: Sink
+    held: dict[Key, str] = field(default_factory=dict)  # what it subscribed to -> the gateway URI it used
+
+
+class Subscriptions:
+    """Every client's resource subscriptions, and the upstream ones they share."""
+
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+        self.catalogue = catalogue
+        self.forwarder = forwarder
+        self.session_sink: Callable[[str], Sink] | None = None  # the transport's way to a session's client
+        self._clients: dict[str, _Client] = {}
+        self._subscribers: dict[Key, set[str]] = {}
+        self._headers: dict[Key, dict[str, str]] = {}  # the tenant's upstream headers, for the last unsubscribe
+        self._locks = {backend.name: asyncio.Lock() for backend in forwarder.backends()}  # upstream changes
+        self._tasks: set[asyncio.Task[None]] = set()
+        for backend in forwarder.backends():
+            forwarder.pool.get(backend.name).on_resource_updated(partial(self.updated, backend.name))
+
+    # ---------------------------------------------------------------- the handshake-era methods
+
+    async def subscribe(self, message: Message, ctx: RequestContext) -> JsonObject:
+        uri, key = self.route(message.params, ctx)
+        client = ctx.session_id or ""  # "": the one client of `mcp-gateway stdio`
+        if client not in self._clients:
+            if self.session_sink is None:
+                raise MethodNotFound(f"Method not found: {spec.RESOURCES_SUBSCRIBE}")
+            self.attach(client, self.session_sink(client))
+        await self.hold(client, key, uri, ctx)
+        return {}
+
+    async def unsubscribe(self, message: Message, ctx: RequestContext) -> JsonObject:
+        _, key = self.route(message.params, ctx)
+        await self.drop(ctx.session_id or "", key)
+        return {}
+
+    def route(self, params: JsonObject | None, ctx: RequestContext) -> tuple[str, Key]:
+        """The gateway URI and its upstream key; unknown, invisible and unsubscribable URIs look alike."""
+        uri = (params or {}).get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("Invalid params: uri must be a string")
+        route = self.catalogue.view(ctx.tenant).resolve_uri(uri)
+        if route is None or not self.catalogue.current.offers(route.backend, SUBSCRIBE):
+            raise ResourceNotFound(uri[:1000])
+        ctx.backend = route.backend
+        shared = not isinstance(self.forwarder.backend(route.backend), HttpBackend)
+        return uri, (route.backend, None if shared else ctx.principal.tenant, route.original)
+
+    # ---------------------------------------------------------------- clients
+
+    def attach(self, client: str, sink: Sink) -> None:
+        self._clients[client] = _Client(sink)
+
+    async def hold(self, client: str, key: Key, uri: str, ctx: RequestContext) -> None:
+        """Subscribe `client` to `key` (upstream too when it is the first); a backend's refusal is raised."""
+        async with self._locks[key[0]]:
+            subscribers = self._subscribers.get(key)
+            if not subscribers:
+                await self._subscribe_upstream(key, ctx)
+                subscribers = self._subscribers[key] = set()
+            subscribers.add(client)
+        holder = self._clients.get(client)
+        if holder is None:  # it went away while the backend answered
+            await self.drop(client, key)
+        else:
+            holder.held[key] = uri
+
+    async def drop(self, client: str, key: Key) -> None:
+        """`client` no longer wants `key`; the last one out unsubscribes upstream."""
+        holder = self._clients.get(client)
+        if holder is not None:
+            holder.held.pop(key, None)
+        async with self._locks[key[0]]:
+            subscribers = self._subscribers.get(key)
+            if subscribers is None or client not in subscribers:
+                return
+            subscribers.discard(client)
+            if not subscribers:
+                del self._subscribers[key]
+                await self._unsubscribe_upstream(key)
+
+    def release(self, client: str) -> None:
+        """The client went away (session ended, listen stream closed): drop all it held, in the background."""
+        holder = self._clients.pop(client, None)
+        if holder is not None and holder.held:
+            task = asyncio.get_running_loop().create_task(self._release(client, list(holder.held)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _release(self, client: str, keys: list[Key]) -> None:
+        for key in keys:
+            await self.drop(client, key)
+
+    def held(self, key: Key) -> int:
+        """How many clients hold `key` (0: not subscribed upstream)."""
+        return len(self._subscribers.get(key, ()))
+
+    # ---------------------------------------------------------------- the backends' side
+
+    def updated(self, backend: str, session_key: str | None, params: JsonObject) -> None:
+        """A backend's resources/updated: to each client subscribed on that backend session, in its URI."""
+        key = (backend, session_key, params["uri"])
+        for client in self._subscribers.get(key, ()):
+            holder = self._clients.get(client)
+            uri = holder.held.get(key) if holder is not None else None
+            if holder is not None and uri is not None:
+                holder.sink({"jsonrpc": "2.0", "method": spec.RESOURCES_UPDATED, "params": {**params, "uri": uri}})
+
+    async def _subscribe_upstream(self, key: Key, ctx: RequestContext) -> None:
+        backend = self.forwarder.backend(key[0])
+        # The tenant's session that declared nothing: one per tenant, whatever its clients declared.
+        plain = replace(ctx, capabilities=frozenset(), extra={})
+        try:
+            await self.forwarder.forward(backend, spec.RESOURCES_SUBSCRIBE, {"uri": key[2]}, plain)
+        finally:
+            ctx.outcome = plain.outcome
+        self._headers[key] = upstream_headers(backend, ctx.tenant, ctx.principal)
+
+    async def _unsubscribe_upstream(self, key: Key) -> None:
+        backend, headers = self.forwarder.backend(key[0]), self._headers.pop(key, {})
+        try:
+            reply = await self.forwarder.pool.get(backend.name).request(
+                spec.RESOURCES_UNSUBSCRIBE, {"uri": key[2]}, timeout=backend.timeout_seconds,
+                session_key=key[1] or "", headers=headers)
+        except UpstreamError as exc:  # the backend may still send updates: nobody gets them
+            log.warning("upstream_unsubscribe_failed", backend=backend.name, reason=exc.reason)
+            return
+        if "error" in reply:
+            log.warning("upstream_unsubscribe_refused", backend=backend.name, error=str(reply["error"])[:200])
