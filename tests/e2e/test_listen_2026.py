@@ -1,0 +1,134 @@
+"""subscriptions/listen for 2026-07-28 clients: the official SDK client (mode="auto") and raw frames."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx2
+import orjson
+import pytest
+from conftest import StartGateway, make_config, make_token
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourceUpdated, Subscription, ToolsListChanged
+from stateless_client import StatelessClient
+from test_subscriptions import BACKEND, TENANTS, http_watched
+
+from gateway import keys
+from gateway.config import HttpBackend
+from gateway.protocol.sse import SseDecoder
+
+pytestmark = pytest.mark.timeout(90)
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+WAIT = 10.0
+
+
+@contextlib.asynccontextmanager
+async def modern_client(url: str, token: str) -> AsyncIterator[Client]:
+    """The SDK client as a 2026 client finds the gateway: it probes server/discover (mode="auto")."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(30, read=60)) as http, \
+            Client(streamable_http_client(url, http_client=http), mode="auto", read_timeout_seconds=30) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        yield client
+
+
+@pytest.fixture(params=["stdio", "http"])
+async def running(request: Any, gateway: StartGateway) -> AsyncIterator[Any]:
+    async with contextlib.AsyncExitStack() as stack:
+        if request.param == "stdio":
+            backend = {"name": "w", "transport": "stdio", "command": BACKEND}
+        else:
+            backend = {"name": "w", "transport": "http", "url": await stack.enter_async_context(http_watched())}
+        yield await gateway(make_config([backend], tenants=TENANTS))
+
+
+async def _next(subscription: Subscription) -> Any:
+    return await asyncio.wait_for(anext(subscription), WAIT)
+
+
+async def _journal(client: Client) -> list[list[str]]:
+    result = await client.call_tool("w__journal", {})
+    return list(json.loads(result.content[0].text)["journal"])  # type: ignore[union-attr]
+
+
+async def test_discover_promises_change_notifications_and_subscriptions(running: Any) -> None:
+    async with modern_client(running.url, make_token("acme")) as client:
+        capabilities = client.server_capabilities  # what its discover probe found
+        assert capabilities.tools is not None and capabilities.tools.list_changed is True
+        assert capabilities.resources is not None and capabilities.resources.subscribe is True
+
+
+async def test_the_sdk_client_listens_for_updates_and_list_changes(running: Any) -> None:
+    stdio = not isinstance(running.app[keys.CONFIG].backends[0], HttpBackend)
+    async with modern_client(running.url, make_token("acme")) as client:
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["w+memo://a"]) as subscription:
+            assert subscription.honored.tools_list_changed is True
+            assert subscription.honored.resource_subscriptions == ["w+memo://a"]
+            assert await _journal(client) == [["subscribe", "memo://a"]]
+            await client.call_tool("w__touch", {"uri": "memo://a", "text": "new"})
+            assert await _next(subscription) == ResourceUpdated(uri="w+memo://a")
+            if stdio:  # a stdio child's list change reaches the gateway's catalogue at once
+                await client.call_tool("w__add_tool", {"name": "extra"})
+                assert await _next(subscription) == ToolsListChanged()
+        deadline = time.monotonic() + WAIT  # closing the stream released the subscription upstream
+        while await _journal(client) != [["subscribe", "memo://a"], ["unsubscribe", "memo://a"]]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+
+
+async def test_unknown_and_invisible_uris_are_left_out_alike(running: Any) -> None:
+    async with modern_client(running.url, make_token("narrow")) as client:
+        wanted = ["w+memo://a", "w+memo://b", "nobody+memo://b"]
+        async with client.listen(resource_subscriptions=wanted) as subscription:
+            assert subscription.honored.resource_subscriptions == ["w+memo://a"]
+            assert not subscription.honored.tools_list_changed
+
+
+async def test_the_gateway_ends_a_listen_stream_gracefully(running: Any) -> None:
+    async with modern_client(running.url, make_token("acme")) as client, \
+            client.listen(resources_list_changed=True) as subscription:
+        running.app[keys.EXCHANGE].dispatcher.listeners.close_all()
+        events = [event async for event in subscription]  # ends without SubscriptionLost
+        assert events == []
+
+
+async def test_raw_frames_ack_keepalive_and_result(running: Any) -> None:
+    running.app[keys.EXCHANGE].dispatcher.listeners.keepalive = 0.2
+    async with aiohttp.ClientSession() as http:
+        raw = StatelessClient(http, running.url, make_token("acme"))
+        message = raw.request("subscriptions/listen", {"notifications": {"toolsListChanged": True,
+                                                                          "promptsListChanged": True}})
+        async with http.post(running.url, data=orjson.dumps(message), headers=raw.headers(message)) as response:
+            assert response.status == 200 and response.content_type == "text/event-stream"
+            chunks = b""
+            while b": keepalive" not in chunks:
+                chunks += await asyncio.wait_for(response.content.readany(), WAIT)
+            running.app[keys.EXCHANGE].dispatcher.listeners.close_all()
+            chunks += await asyncio.wait_for(response.content.read(), WAIT)
+    frames = [orjson.loads(event.data) for event in SseDecoder().feed(chunks) if event.data]
+    ack, result = frames[0], frames[-1]
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"] == {"notifications": {"toolsListChanged": True},  # the tenant has no prompts
+                             "_meta": {SUBSCRIPTION_ID: message["id"]}}
+    assert result["id"] == message["id"] and result["result"]["resultType"] == "complete"
+    assert result["result"]["_meta"][SUBSCRIPTION_ID] == message["id"]
+    assert len(frames) == 2
+
+
+async def test_a_handshake_session_has_no_listen_and_2026_has_no_subscribe(running: Any, raw_client: Any) -> None:
+    legacy = raw_client(running.url, make_token("acme"))
+    await legacy.initialize()
+    assert (await legacy.call("subscriptions/listen", {"notifications": {}}))["error"]["code"] == -32601
+    async with aiohttp.ClientSession() as http:
+        raw = StatelessClient(http, running.url, make_token("acme"))
+        status, body, _ = await raw.post(raw.request("resources/subscribe", {"uri": "w+memo://a"}))
+        assert status == 404 and body["error"]["code"] == -32601
+
