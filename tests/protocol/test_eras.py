@@ -105,6 +105,8 @@ def test_2026_capabilities_promise_no_change_notifications_and_no_tasks() -> Non
     assert eras.stateless_capabilities(handshake) == {
         "tools": {"listChanged": False}, "prompts": {"listChanged": False},
         "resources": {"subscribe": False, "listChanged": False}, "completions": {}, "logging": {}}
+    with_listen = eras.stateless_capabilities(handshake, listen=True)  # subscriptions/listen delivers them
+    assert with_listen == {name: value for name, value in handshake.items() if name != "tasks"}
 
 
 def test_a_completed_result_keeps_its_own_meta_and_gains_server_info_once() -> None:

@@ -59,6 +59,8 @@ class EchoUpstream:
 
     def on_list_changed(self, callback: Any) -> None: ...
 
+    def on_resource_updated(self, callback: Any) -> None: ...
+
 
 class OnePool:
     def __init__(self) -> None:

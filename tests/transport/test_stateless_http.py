@@ -63,9 +63,7 @@ async def test_discover_states_the_versions_and_what_this_tenant_is_served(
     legacy: RawClient = raw_client(running.url, make_token("acme"))
     session_capabilities = (await legacy.initialize())["result"]["capabilities"]
     assert session_capabilities["tools"] == {"listChanged": True}  # the session has its GET stream
-    assert result["capabilities"] == {  # the same, without change notifications (no subscriptions/listen yet)
-        name: {**value, "listChanged": False} if "listChanged" in value else value
-        for name, value in session_capabilities.items()}
+    assert result["capabilities"] == session_capabilities  # the same: change notifications via subscriptions/listen
     assert result["instructions"]
     assert (result["resultType"], result["cacheScope"]) == ("complete", "private")
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] > 0
@@ -325,7 +323,7 @@ async def test_prompts_and_resources_at_2026_are_complete_and_an_unknown_uri_is_
     async with aiohttp.ClientSession() as session:
         client = StatelessClient(session, running.url, make_token("acme"))
         discovered = (await client.call("server/discover"))["result"]["capabilities"]
-        assert discovered["prompts"] == {"listChanged": False} and discovered["resources"]["listChanged"] is False
+        assert discovered["prompts"] == {"listChanged": True} and discovered["resources"]["listChanged"] is True
         prompts = (await client.call("prompts/list"))["result"]
         assert prompts["cacheScope"] == "private" and prompts["resultType"] == "complete"
         read = (await client.call("resources/read", {"uri": "notes+notes://index"}))["result"]
