@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from gateway.dispatch.forward import PassThrough
-from gateway.dispatch.subscriptions import Subscriptions
+from gateway.dispatch.subscriptions import MAX_HELD, Subscriptions
 from gateway.errors import GatewayError, InternalError, InvalidParams, LimitReached
 from gateway.protocol import spec
 from gateway.protocol.jsonrpc import JsonObject, Message
@@ -35,7 +35,7 @@ KEEPALIVE_SECONDS = 15.0
 """An SSE comment this often keeps an idle listen stream alive through proxies."""
 MAX_BACKLOG = 1024
 """Notifications queued for one stream; beyond, the stream ends with an error (re-listen and refetch)."""
-MAX_URIS = 1024
+MAX_URIS = MAX_HELD
 """Resource URIs one listen request may name."""
 
 KINDS = {"toolsListChanged": ("tools", spec.TOOLS_LIST_CHANGED),

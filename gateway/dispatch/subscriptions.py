@@ -26,13 +26,16 @@ from gateway.catalogue.listings import SUBSCRIBE
 from gateway.catalogue.refresher import CatalogueService
 from gateway.config import HttpBackend
 from gateway.dispatch.forward import Forwarder
-from gateway.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from gateway.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.protocol import spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
 
 log = structlog.get_logger("gateway.subscriptions")
+
+MAX_HELD = 1024
+"""Resource subscriptions one client (a session, a listen stream) may hold."""
 
 Sink = Callable[[JsonObject], None]
 """Hands one notification to one client; must not block (it queues, or starts a task)."""
@@ -71,6 +74,9 @@ class Subscriptions:
             if self.session_sink is None:
                 raise MethodNotFound(f"Method not found: {spec.RESOURCES_SUBSCRIBE}")
             self.attach(client, self.session_sink(client))
+        if len(self._clients[client].held) >= MAX_HELD:
+            raise InternalError(f"Too many subscriptions: at most {MAX_HELD} per session",
+                                data={"reason": "limit", "limit": "subscriptions"})
         await self.hold(client, key, uri, ctx)
         return {}
 

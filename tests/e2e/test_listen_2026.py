@@ -132,3 +132,11 @@ async def test_a_handshake_session_has_no_listen_and_2026_has_no_subscribe(runni
         status, body, _ = await raw.post(raw.request("resources/subscribe", {"uri": "w+memo://a"}))
         assert status == 404 and body["error"]["code"] == -32601
 
+
+
+async def test_a_listen_without_a_filter_object_is_invalid_params(running: Any) -> None:
+    async with aiohttp.ClientSession() as http:
+        raw = StatelessClient(http, running.url, make_token("acme"))
+        for params in ({}, {"notifications": []}, {"notifications": {"resourceSubscriptions": "w+memo://a"}}):
+            status, body, _ = await raw.post(raw.request("subscriptions/listen", params))
+            assert status == 400 and body["error"]["code"] == -32602, body
