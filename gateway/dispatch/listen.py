@@ -108,9 +108,6 @@ class ListenStreams:
         for stream in self._streams.values():
             stream.queue.put_nowait(None)
 
-    def count(self) -> int:
-        return len(self._streams)
-
     def _kinds(self, wanted: JsonObject, ctx: RequestContext) -> JsonObject:
         view = self.catalogue.view(ctx.tenant)
         return {flag: True for flag, (capability, _) in KINDS.items()

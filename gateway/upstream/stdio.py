@@ -6,7 +6,8 @@ gateway as their one client, and tenant separation is the gateway's policy alone
 `headers` are ignored (stdio credentials come from the configured `env`). The child is told
 every capability the gateway can relay (it cannot be told per client); the call's `on_request`
 handler answers for the client served. A stdio backend's request (sampling, elicitation, roots)
-or log line names no call: it goes to the one call that relays, if just one (stdio_calls.py).
+or log line names no call: it goes to the one call that relays, if just one (stdio_calls.py);
+its resources/updated goes to `on_resource_updated` with no tenant (the child serves them all).
 
 Concurrent requests share the pipe: each gets a fresh upstream id and an inbox that the
 reader task fills with its progress notifications and, last, its response. The caller

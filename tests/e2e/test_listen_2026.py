@@ -140,3 +140,14 @@ async def test_a_listen_without_a_filter_object_is_invalid_params(running: Any) 
         for params in ({}, {"notifications": []}, {"notifications": {"resourceSubscriptions": "w+memo://a"}}):
             status, body, _ = await raw.post(raw.request("subscriptions/listen", params))
             assert status == 400 and body["error"]["code"] == -32602, body
+
+
+async def test_a_listen_stream_hears_nothing_of_another_tenants_uri(running: Any) -> None:
+    async with modern_client(running.url, make_token("acme")) as acme, \
+            modern_client(running.url, make_token("other")) as other, \
+            acme.listen(resource_subscriptions=["w+memo://a"]) as acme_sub, \
+            other.listen(resource_subscriptions=["w+memo://b"]) as other_sub:
+        await acme.call_tool("w__touch", {"uri": "memo://a", "text": "only acme"})
+        assert await _next(acme_sub) == ResourceUpdated(uri="w+memo://a")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(other_sub), 0.5)
