@@ -16,9 +16,10 @@ everything it held. State is this process's: the replica that took a subscribe h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Any
 
 import structlog
 
@@ -134,13 +135,28 @@ class Subscriptions:
         """The client went away (session ended, listen stream closed): drop all it held, in the background."""
         holder = self._clients.pop(client, None)
         if holder is not None and holder.held:
-            task = asyncio.get_running_loop().create_task(self._release(client, list(holder.held)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._release(client, list(holder.held)))
 
     async def _release(self, client: str, keys: list[Key]) -> None:
         for key in keys:
             await self.drop(client, key)
+
+    def _renew(self, keys: list[Key]) -> None:
+        """Subscribe a new backend session to what its predecessor held (listed when it began, so a
+        subscribe that is itself opening the session is not sent twice)."""
+        if keys:
+            self._spawn(self._resubscribe(keys))
+
+    async def _resubscribe(self, keys: list[Key]) -> None:
+        for key in keys:
+            async with self._locks[key[0]]:
+                if key in self._subscribers:
+                    await self._upstream(spec.RESOURCES_SUBSCRIBE, key, self._headers.get(key, {}))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def held(self, key: Key) -> int:
         """How many clients hold `key` (0: not subscribed upstream)."""
@@ -148,8 +164,12 @@ class Subscriptions:
 
     # ---------------------------------------------------------------- the backends' side
 
-    def updated(self, backend: str, session_key: str | None, params: JsonObject) -> None:
-        """A backend's resources/updated: to each client subscribed on that backend session, in its URI."""
+    def updated(self, backend: str, session_key: str | None, params: JsonObject | None) -> None:
+        """A backend's resources/updated: to each client subscribed on that backend session, in its URI.
+        None: the backend session is new (the backend forgot the old one, or the child restarted)."""
+        if params is None:
+            self._renew([key for key in self._subscribers if key[:2] == (backend, session_key)])
+            return
         key = (backend, session_key, params["uri"])
         for client in self._subscribers.get(key, ()):
             holder = self._clients.get(client)
@@ -168,13 +188,17 @@ class Subscriptions:
         self._headers[key] = upstream_headers(backend, ctx.tenant, ctx.principal)
 
     async def _unsubscribe_upstream(self, key: Key) -> None:
-        backend, headers = self.forwarder.backend(key[0]), self._headers.pop(key, {})
+        await self._upstream(spec.RESOURCES_UNSUBSCRIBE, key, self._headers.pop(key, {}))
+
+    async def _upstream(self, method: str, key: Key, headers: dict[str, str]) -> None:
+        """Send a (un)subscribe outside any client request; a failure is logged (nobody waits for it)."""
+        backend = self.forwarder.backend(key[0])
         try:
             reply = await self.forwarder.pool.get(backend.name).request(
-                spec.RESOURCES_UNSUBSCRIBE, {"uri": key[2]}, timeout=backend.timeout_seconds,
-                session_key=key[1] or "", headers=headers)
-        except UpstreamError as exc:  # the backend may still send updates: nobody gets them
-            log.warning("upstream_unsubscribe_failed", backend=backend.name, reason=exc.reason)
+                method, {"uri": key[2]}, timeout=backend.timeout_seconds, session_key=key[1] or "", headers=headers)
+        except UpstreamError as exc:  # an unsubscribe: the backend may still send updates, nobody gets them
+            log.warning("upstream_subscription_failed", backend=backend.name, method=method, reason=exc.reason)
             return
         if "error" in reply:
-            log.warning("upstream_unsubscribe_refused", backend=backend.name, error=str(reply["error"])[:200])
+            log.warning("upstream_subscription_refused", backend=backend.name, method=method,
+                        error=str(reply["error"])[:200])

@@ -28,9 +28,10 @@ from gateway.protocol.capabilities import RELAYED_METHODS, for_backend
 JsonObject = dict[str, Any]
 NotificationHandler = Callable[[JsonObject], Awaitable[None]]
 ListChangedCallback = Callable[[str], Awaitable[None]]
-ResourceUpdatedCallback = Callable[[str | None, JsonObject], None]
+ResourceUpdatedCallback = Callable[[str | None, JsonObject | None], None]
 """Hears a backend's notifications/resources/updated: the key of the backend session it came on (a
-tenant; None for a stdio child, which serves every tenant) and its params (a string `uri` in them).
+tenant; None for a stdio child, which serves every tenant) and its params (a string `uri` in them);
+params None: that session (or child) is new, so it holds no subscriptions.
 It must not block: the caller is the reader of the backend's messages."""
 Answer = Callable[[JsonObject], Awaitable[None]]
 """Sends the gateway's response to one backend request back to that backend."""
@@ -300,6 +301,11 @@ class ResourceUpdates:
         if isinstance(params, dict) and isinstance(params.get("uri"), str):
             for callback in self._callbacks:
                 callback(session_key, params)
+
+    def started(self, session_key: str | None) -> None:
+        """A backend session (or child) began: subscriptions held on its predecessor are gone."""
+        for callback in self._callbacks:
+            callback(session_key, None)
 
 
 def subscribable(capabilities: JsonObject) -> bool:

@@ -212,6 +212,8 @@ class HttpUpstream:
         self._sessions[key] = session
         if key == CATALOGUE_KEY or key[1] or subscribable(self.server_capabilities):  # news may come on it
             self._stream.listen(session, lambda: self._sessions.get(key) is session)
+        if not key[1]:  # the plain session, which subscriptions use: a new one holds none
+            self._updates.started(key[0])
         return session
 
     def _forget(self, session: BackendSession) -> None:

@@ -391,6 +391,7 @@ class StdioUpstream:
         except UpstreamError as exc:
             _log.error("backend handshake failed", backend=self.name, reason=exc.reason, error=str(exc))
             return False
+        self._updates.started(None)
         return True
 
     def _fail_pending(self) -> None:

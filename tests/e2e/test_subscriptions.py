@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -35,9 +37,9 @@ WAIT = 10.0
 
 
 @contextlib.asynccontextmanager
-async def http_watched() -> AsyncIterator[str]:
+async def http_watched(port: int | None = None) -> AsyncIterator[str]:
     """The watched backend over Streamable HTTP, as a real process; yields its URL."""
-    port = free_port()
+    port = port or free_port()
     process = await asyncio.create_subprocess_exec(
         *BACKEND, "--transport", "http", "--port", str(port),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
@@ -195,3 +197,43 @@ async def test_an_invisible_uri_is_refused_like_an_unknown_one(session_of: Any) 
     assert hidden["code"] == -32002
     assert (await narrow.call("resources/subscribe", {"uri": 7}))["error"]["code"] == -32602
     assert await _journal(narrow) == []
+
+
+async def test_a_restarted_child_is_subscribed_again(running: Any, session_of: Any) -> None:
+    upstream = running.app[keys.POOL].get("w")
+    if upstream.pid is None:
+        pytest.skip("an HTTP backend: the stdio child's restart is the case here")
+    client, stream = await session_of("acme")
+    await client.call("resources/subscribe", {"uri": "w+memo://a"})
+    first = upstream.pid
+    os.kill(first, signal.SIGKILL)
+
+    async def restarted() -> bool:
+        return upstream.pid not in (None, first)
+
+    await _until(restarted)
+    await _until(lambda: _renewed(client))  # the new child was told what the old one held
+    await _tool(client, "touch", uri="memo://a", text="after the restart")
+    assert await _updates(stream, WAIT, first=True) == ["w+memo://a"]
+
+
+async def _renewed(client: RawClient) -> bool:
+    return await _journal(client) == [["subscribe", "memo://a"]]
+
+
+async def test_an_http_backend_that_forgot_its_session_is_subscribed_again(
+        gateway: StartGateway, raw_client: Any) -> None:
+    port = free_port()
+    async with http_watched(port) as url:
+        running = await gateway(make_config([{"name": "w", "transport": "http", "url": url}], tenants=TENANTS))
+        client: RawClient = raw_client(running.url, make_token("acme"))
+        await client.initialize()
+        await client.call("resources/subscribe", {"uri": "w+memo://a"})
+    async with http_watched(port), aiohttp.ClientSession() as http:  # the same backend, restarted: no sessions
+        stream = await GetStream(http, running.url, client.token or "", client.session_id or "").open()
+        try:
+            await _until(lambda: _renewed(client))  # the first call meets a 404: a new session, subscribed again
+            await _tool(client, "touch", uri="memo://a", text="after the restart")
+            assert await _updates(stream, WAIT, first=True) == ["w+memo://a"]
+        finally:
+            await stream.close()
