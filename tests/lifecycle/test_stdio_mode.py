@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import orjson
 import pytest
 from mcp import Client
@@ -160,6 +162,30 @@ async def test_the_sdk_client_gets_prompts_and_reads_resources_over_stdio(tmp_pa
         assert [t.uri_template for t in templates] == ["calc+calc://squares/{count}"]
         read = await client.read_resource("calc+calc://squares/3")
     assert read.contents[0].uri == "calc+calc://squares/3" and read.contents[0].blob == "AAEE"  # type: ignore[union-attr]
+
+
+async def test_the_sdk_client_subscribes_and_hears_the_update_on_stdout(tmp_path: Path) -> None:
+    watched = {"name": "w", "transport": "stdio",
+               "command": [sys.executable, str(REPO_ROOT / "tests" / "e2e" / "watched_backend.py")]}
+    params = StdioServerParameters(command=sys.executable,
+                                   args=_command(gateway_config(tmp_path, port=0, backends=[watched]))[1:],
+                                   env={"MCP_GATEWAY_TOKEN": API_KEY, "PATH": os.environ.get("PATH", "")},
+                                   cwd=str(REPO_ROOT))
+    heard: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+            arrived.set()
+
+    async with Client(params, mode="legacy", read_timeout_seconds=30, message_handler=on_message) as client:
+        assert client.server_capabilities.resources is not None and client.server_capabilities.resources.subscribe
+        await client.subscribe_resource("w+memo://a")
+        await client.call_tool("w__touch", {"uri": "memo://a", "text": "new"})
+        with anyio.fail_after(LINE_TIMEOUT):
+            await arrived.wait()
+    assert heard == ["w+memo://a"]
 
 
 def test_eof_ends_the_process_cleanly_and_stdout_holds_only_json_rpc(stdio_gateway: Any) -> None:
