@@ -380,10 +380,11 @@ class HttpUpstream:
     # --- the GET stream (server -> gateway messages) --------------------------------------
 
     def _on_unasked(self, session: BackendSession, message: JsonObject) -> None:
-        """A message on a GET stream: a list change (the catalogue's session), or a request the
-        backend waits on, which belongs to no call: refused, never guessed onto some client."""
+        """A message on a GET stream: a list change (on any session: SDK servers tell the session whose
+        call changed the list; the catalogue's re-listings coalesce), a resource update, or a request
+        the backend waits on, which belongs to no call: refused, never guessed onto some client."""
         kind = message_kind(message)
-        if kind == "notification" and message["method"] in LIST_CHANGED and session.key == CATALOGUE_KEY:
+        if kind == "notification" and message["method"] in LIST_CHANGED:
             self._list_changed.fire(message["method"])
         elif kind == "notification" and message["method"] == RESOURCES_UPDATED:
             self._updates.fire(session.key[0], message)
