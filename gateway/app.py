@@ -93,17 +93,18 @@ def _gateway_state(endpoint: McpEndpoint,
             app[keys.SESSIONS] = shared.sessions
             app[keys.EXCHANGE] = exchange
             app[keys.ROUNDS] = rounds
+            subscriptions, listeners = core.subscriptions, core.listeners  # a reload keeps both
+            announce = _to_both(streams, listeners)  # list changes: the catalogue's and the reloads'
             reloader = app[RELOADER] = Reloader(config=config, core=core, exchange=exchange, source=reload_source,
-                                                deliver=streams.publish, metrics=app[keys.METRICS], on_swap=bind)
+                                                deliver=announce, metrics=app[keys.METRICS], on_swap=bind)
             shared.bind(streams, on_ended=exchange.asks.abandon)
-            subscriptions, listeners = core.dispatcher.subscriptions, core.dispatcher.listeners
             subscriptions.session_sink = shared.session_sink(streams)  # resource updates to GET streams
             shared.sessions.on_ended(subscriptions.release)  # an ended session's subscriptions go too
             app[keys.READINESS].gate("catalogue not built yet", core.catalogue.ready)
             app[keys.READINESS].add_check("store", shared.readiness)
             if config.server.ready_requires == "any_backend":
                 app[keys.READINESS].add_check("backends", any_backend_serving(core.catalogue))
-            core.catalogue.subscribe(exchange.list_changed_listener(_to_both(streams, listeners)))
+            core.catalogue.subscribe(exchange.list_changed_listener(announce))
             await core.start()
             yield
             await reloader.close()

@@ -20,6 +20,8 @@ from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.store import MemorySnapshotStore, SnapshotStore
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
+from gateway.dispatch.listen import ListenStreams
+from gateway.dispatch.subscriptions import Subscriptions
 from gateway.upstream.base import Upstream
 from gateway.upstream.pool import UpstreamPool
 
@@ -33,6 +35,16 @@ class Components:
     catalogue: CatalogueService
     dispatcher: Dispatcher
     authenticator: Authenticator
+
+    @property
+    def subscriptions(self) -> Subscriptions:
+        """The clients' resource subscriptions: built once, kept by every reload's dispatcher."""
+        return self.dispatcher.subscriptions
+
+    @property
+    def listeners(self) -> ListenStreams:
+        """The open 2026 listen streams: built once, kept by every reload's dispatcher."""
+        return self.dispatcher.listeners
 
     async def start(self) -> None:
         """Spawn and connect the upstreams, then start building the catalogue from them."""
@@ -59,10 +71,12 @@ def build_components(config: Config, *, list_changed: bool, store: SnapshotStore
 
 
 def build_front(config: Config, *, catalogue: CatalogueService, pool: UpstreamPool, list_changed: bool,
-                metrics: Metrics | None = None) -> tuple[Dispatcher, Authenticator]:
-    """The parts that hold no connection of their own: at start, and again on every reload."""
+                metrics: Metrics | None = None, kept: Dispatcher | None = None) -> tuple[Dispatcher, Authenticator]:
+    """The parts that hold no connection of their own: at start, and again on every reload. A reload
+    passes the dispatcher it replaces (`kept`): its subscriptions and listen streams go on in the new one."""
     dispatcher = Dispatcher(config=config, catalogue=catalogue, pool=pool, list_changed=list_changed,
-                            metrics=metrics)
+                            metrics=metrics, subscriptions=kept.subscriptions if kept else None,
+                            listeners=kept.listeners if kept else None)
     return dispatcher, Authenticator(config, on_failure=metrics.auth_failed if metrics else None)
 
 

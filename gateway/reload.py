@@ -14,8 +14,9 @@ One reload at a time (a lock). The new config is read with the start-up loader (
 4. clients whose tenant's view changed get `notifications/*/list_changed`; upstreams that left
    the pool (removed or replaced backends) finish their calls in flight, then stop.
 
-Sessions, GET streams, rate-limit buckets and in-flight registries are not part of the config:
-they are kept as they are. A rejected reload changes nothing and gives its reason in one line.
+Sessions, GET streams, listen streams, resource subscriptions, rate-limit buckets and in-flight
+registries are not part of the config: they are kept as they are (subscriptions follow the backends:
+see gateway/dispatch/subscriptions.py). A rejected reload changes nothing and gives its reason in one line.
 """
 
 from __future__ import annotations
@@ -233,7 +234,8 @@ class Reloader:
         core = self.core
         core.pool.swap({b.name: upstreams.get(b.name) or core.pool.get(b.name) for b in new.backends})
         core.dispatcher, core.authenticator = build_front(new, catalogue=core.catalogue, pool=core.pool,
-                                                          list_changed=True, metrics=self.metrics)
+                                                          list_changed=True, metrics=self.metrics,
+                                                          kept=core.dispatcher)
         self.exchange.rebind(dispatcher=core.dispatcher, authenticator=core.authenticator, tenants=new.tenants)
         if self.metrics is not None:
             self.metrics.reconfigure(new)

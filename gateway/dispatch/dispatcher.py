@@ -47,7 +47,9 @@ Handler = Callable[[Message, RequestContext], Awaitable[Any]]
 
 class Dispatcher:
     def __init__(self, *, config: Config, catalogue: CatalogueService, pool: UpstreamPool,
-                 list_changed: bool = False, metrics: Metrics | None = None) -> None:
+                 list_changed: bool = False, metrics: Metrics | None = None,
+                 subscriptions: Subscriptions | None = None, listeners: ListenStreams | None = None) -> None:
+        """`subscriptions` and `listeners` outlive a reload: the process's, handed to each new dispatcher."""
         self.config = config
         self.metrics = metrics
         self.catalogue = catalogue
@@ -61,8 +63,12 @@ class Dispatcher:
         prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder)
         resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder)
         # Change notifications need a way to clients outside their requests: GET streams, stdout, listen.
-        self.subscriptions = Subscriptions(catalogue=catalogue, forwarder=forwarder)
-        self.listeners = ListenStreams(subscriptions=self.subscriptions)
+        if subscriptions is None:
+            subscriptions = Subscriptions(catalogue=catalogue, forwarder=forwarder)
+        else:
+            subscriptions.rebind(forwarder)  # this config's backends from now on
+        self.subscriptions = subscriptions
+        self.listeners = listeners or ListenStreams(subscriptions=subscriptions)
         self._methods: dict[str, Handler] = {
             spec.INITIALIZE: self._initialize,
             spec.PING: self._ping,

@@ -11,6 +11,11 @@ URI on that backend session, each with the gateway URI it subscribed to, through
 session's GET stream (`session_sink`, set by the transport), stdout, or a 2026 listen stream
 (`listen.py`). A client that goes away (its session ends, its listen stream closes) releases
 everything it held. State is this process's: the replica that took a subscribe holds it.
+
+One `Subscriptions` lives as long as the process: a reload builds a new dispatcher, which hands
+it its forwarder (`rebind`). Subscriptions on a kept backend go on untouched; on a replaced one
+they are taken out again on the new upstream (as after a restarted child); on a removed one
+they are dropped, and their clients simply hear no more updates from it.
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ import structlog
 
 from gateway.catalogue.listings import SUBSCRIBE
 from gateway.catalogue.refresher import CatalogueService
-from gateway.config import HttpBackend
+from gateway.config import HttpBackend, TenantConfig
 from gateway.dispatch.forward import Forwarder
 from gateway.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.protocol import spec
 from gateway.protocol.jsonrpc import JsonObject, Message
-from gateway.tenancy import RequestContext, upstream_headers
+from gateway.tenancy import Principal, RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
+from gateway.upstream.routed import RoutedUpstream
 
 log = structlog.get_logger("gateway.subscriptions")
 
@@ -56,15 +62,42 @@ class Subscriptions:
 
     def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
         self.catalogue = catalogue
-        self.forwarder = forwarder
         self.session_sink: Callable[[str], Sink] | None = None  # the transport's way to a session's client
         self._clients: dict[str, _Client] = {}
         self._subscribers: dict[Key, set[str]] = {}
-        self._headers: dict[Key, dict[str, str]] = {}  # the tenant's upstream headers, for the last unsubscribe
-        self._locks = {backend.name: asyncio.Lock() for backend in forwarder.backends()}  # upstream changes
+        self._owners: dict[Key, tuple[TenantConfig, Principal]] = {}  # who took it upstream: its headers
+        self._locks: dict[str, asyncio.Lock] = {}  # per backend: its upstream (un)subscribes, one at a time
+        self._heard: dict[str, RoutedUpstream] = {}  # the upstream whose updates count, by backend
         self._tasks: set[asyncio.Task[None]] = set()
-        for backend in forwarder.backends():
-            forwarder.pool.get(backend.name).on_resource_updated(partial(self.updated, backend.name))
+        self.rebind(forwarder)
+
+    def rebind(self, forwarder: Forwarder) -> None:
+        """Serve the backends of `forwarder` (a reload's): drop what removed backends held, take out
+        again on each new upstream what its predecessor held, and listen to the new upstreams."""
+        self.forwarder = forwarder
+        upstreams = {backend.name: forwarder.pool.get(backend.name) for backend in forwarder.backends()}
+        self._forget([key for key in self._subscribers if key[0] not in upstreams])
+        for name, upstream in upstreams.items():
+            if self._heard.get(name) is not upstream:
+                self._renew([key for key in self._subscribers if key[0] == name])
+                upstream.on_resource_updated(partial(self._from, name, upstream))
+        self._heard = upstreams
+        self._locks = {name: self._locks.get(name) or asyncio.Lock() for name in upstreams}
+
+    def _forget(self, keys: list[Key]) -> None:
+        """Subscriptions on removed backends: gone, with no word upstream (the upstream is retiring)."""
+        for key in keys:
+            self._owners.pop(key, None)
+            for client in self._subscribers.pop(key):
+                holder = self._clients.get(client)
+                if holder is not None:
+                    holder.held.pop(key, None)
+
+    def _from(self, backend: str, upstream: RoutedUpstream, session_key: str | None,
+              params: JsonObject | None) -> None:
+        """An upstream's update, if it is still the one serving `backend` (a retiring one is not heard)."""
+        if self._heard.get(backend) is upstream:
+            self.updated(backend, session_key, params)
 
     # ---------------------------------------------------------------- the handshake-era methods
 
@@ -105,14 +138,14 @@ class Subscriptions:
 
     async def hold(self, client: str, key: Key, uri: str, ctx: RequestContext) -> None:
         """Subscribe `client` to `key` (upstream too when it is the first); a backend's refusal is raised."""
-        async with self._locks[key[0]]:
+        async with self._lock(key[0]):
             subscribers = self._subscribers.get(key)
             if not subscribers:
                 await self._subscribe_upstream(key, ctx)
                 subscribers = self._subscribers[key] = set()
             subscribers.add(client)
         holder = self._clients.get(client)
-        if holder is None:  # it went away while the backend answered
+        if holder is None or key[0] not in self._heard:  # it went away (or a reload removed the backend) meanwhile
             await self.drop(client, key)
         else:
             holder.held[key] = uri
@@ -122,7 +155,7 @@ class Subscriptions:
         holder = self._clients.get(client)
         if holder is not None:
             holder.held.pop(key, None)
-        async with self._locks[key[0]]:
+        async with self._lock(key[0]):
             subscribers = self._subscribers.get(key)
             if subscribers is None or client not in subscribers:
                 return
@@ -149,9 +182,13 @@ class Subscriptions:
 
     async def _resubscribe(self, keys: list[Key]) -> None:
         for key in keys:
-            async with self._locks[key[0]]:
+            async with self._lock(key[0]):
                 if key in self._subscribers:
-                    await self._upstream(spec.RESOURCES_SUBSCRIBE, key, self._headers.get(key, {}))
+                    await self._upstream(spec.RESOURCES_SUBSCRIBE, key, self._owners.get(key))
+
+    def _lock(self, backend: str) -> asyncio.Lock:
+        """The backend's lock; a backend a reload removed while a client waited gets a lock of its own."""
+        return self._locks.get(backend) or asyncio.Lock()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -185,14 +222,18 @@ class Subscriptions:
             await self.forwarder.forward(backend, spec.RESOURCES_SUBSCRIBE, {"uri": key[2]}, plain)
         finally:
             ctx.outcome = plain.outcome
-        self._headers[key] = upstream_headers(backend, ctx.tenant, ctx.principal)
+        self._owners[key] = (ctx.tenant, ctx.principal)
 
     async def _unsubscribe_upstream(self, key: Key) -> None:
-        await self._upstream(spec.RESOURCES_UNSUBSCRIBE, key, self._headers.pop(key, {}))
+        await self._upstream(spec.RESOURCES_UNSUBSCRIBE, key, self._owners.pop(key, None))
 
-    async def _upstream(self, method: str, key: Key, headers: dict[str, str]) -> None:
-        """Send a (un)subscribe outside any client request; a failure is logged (nobody waits for it)."""
+    async def _upstream(self, method: str, key: Key, owner: tuple[TenantConfig, Principal] | None) -> None:
+        """Send a (un)subscribe outside any client request; a failure is logged (nobody waits for it).
+        Headers are worked out now, for the backend's current config (a replaced one's may differ)."""
+        if key[0] not in self._heard or owner is None:  # removed by a reload: its upstream is retiring
+            return
         backend = self.forwarder.backend(key[0])
+        headers = upstream_headers(backend, *owner)
         try:
             reply = await self.forwarder.pool.get(backend.name).request(
                 method, {"uri": key[2]}, timeout=backend.timeout_seconds, session_key=key[1] or "", headers=headers)
