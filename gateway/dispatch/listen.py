@@ -83,7 +83,7 @@ class ListenStreams:
             raise LimitReached("streams", ctx.tenant.limits.streams)
         key = f"listen-{next(self._ids)}"
         stream = self._streams[key] = _Stream(ctx.tenant.name, {SUBSCRIPTION_ID_KEY: message.id})
-        self.subscriptions.attach(key, partial(_updated, stream))
+        self.subscriptions.attach(key, partial(_updated, stream), ctx.tenant.name)
         try:
             honored = self._kinds(wanted, ctx)
             stream.methods = frozenset(KINDS[flag][1] for flag in honored)

@@ -15,13 +15,14 @@ everything it held. State is this process's: the replica that took a subscribe h
 One `Subscriptions` lives as long as the process: a reload builds a new dispatcher, which hands
 it its forwarder (`rebind`). Subscriptions on a kept backend go on untouched; on a replaced one
 they are taken out again on the new upstream (as after a restarted child); on a removed one
-they are dropped, and their clients simply hear no more updates from it.
+they are dropped, and their clients simply hear no more updates from it. An update goes out only
+while the client's tenant may still see the URI (under the policy in force), else it is withheld.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -54,13 +55,15 @@ Key = tuple[str, str | None, str]
 @dataclass(slots=True)
 class _Client:
     sink: Sink
+    tenant: str
     held: dict[Key, str] = field(default_factory=dict)  # what it subscribed to -> the gateway URI it used
 
 
 class Subscriptions:
     """Every client's resource subscriptions, and the upstream ones they share."""
 
-    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder,
+                 tenants: Mapping[str, TenantConfig]) -> None:
         self.catalogue = catalogue
         self.session_sink: Callable[[str], Sink] | None = None  # the transport's way to a session's client
         self._clients: dict[str, _Client] = {}
@@ -69,12 +72,12 @@ class Subscriptions:
         self._locks: dict[str, asyncio.Lock] = {}  # per backend: its upstream (un)subscribes, one at a time
         self._heard: dict[str, RoutedUpstream] = {}  # the upstream whose updates count, by backend
         self._tasks: set[asyncio.Task[None]] = set()
-        self.rebind(forwarder)
+        self.rebind(forwarder, tenants)
 
-    def rebind(self, forwarder: Forwarder) -> None:
+    def rebind(self, forwarder: Forwarder, tenants: Mapping[str, TenantConfig]) -> None:
         """Serve the backends of `forwarder` (a reload's): drop what removed backends held, take out
         again on each new upstream what its predecessor held, and listen to the new upstreams."""
-        self.forwarder = forwarder
+        self.forwarder, self._tenants = forwarder, tenants
         upstreams = {backend.name: forwarder.pool.get(backend.name) for backend in forwarder.backends()}
         self._forget([key for key in self._subscribers if key[0] not in upstreams])
         for name, upstream in upstreams.items():
@@ -107,7 +110,7 @@ class Subscriptions:
         if client not in self._clients:
             if self.session_sink is None:
                 raise MethodNotFound(f"Method not found: {spec.RESOURCES_SUBSCRIBE}")
-            self.attach(client, self.session_sink(client))
+            self.attach(client, self.session_sink(client), ctx.tenant.name)
         if len(self._clients[client].held) >= MAX_HELD:
             raise InternalError(f"Too many subscriptions: at most {MAX_HELD} per session",
                                 data={"reason": "limit", "limit": "subscriptions"})
@@ -133,8 +136,8 @@ class Subscriptions:
 
     # ---------------------------------------------------------------- clients
 
-    def attach(self, client: str, sink: Sink) -> None:
-        self._clients[client] = _Client(sink)
+    def attach(self, client: str, sink: Sink, tenant: str) -> None:
+        self._clients[client] = _Client(sink, tenant)
 
     async def hold(self, client: str, key: Key, uri: str, ctx: RequestContext) -> None:
         """Subscribe `client` to `key` (upstream too when it is the first); a backend's refusal is raised."""
@@ -211,8 +214,14 @@ class Subscriptions:
         for client in self._subscribers.get(key, ()):
             holder = self._clients.get(client)
             uri = holder.held.get(key) if holder is not None else None
-            if holder is not None and uri is not None:
+            if holder is not None and uri is not None and self._visible(holder.tenant, uri, key):
                 holder.sink({"jsonrpc": "2.0", "method": spec.RESOURCES_UPDATED, "params": {**params, "uri": uri}})
+
+    def _visible(self, tenant: str, uri: str, key: Key) -> bool:
+        """Whether the tenant may still see `uri` there: a reload may have changed its policy since."""
+        config = self._tenants.get(tenant)
+        route = self.catalogue.view(config).resolve_uri(uri) if config is not None else None
+        return route is not None and (route.backend, route.original) == (key[0], key[2])
 
     async def _subscribe_upstream(self, key: Key, ctx: RequestContext) -> None:
         backend = self.forwarder.backend(key[0])

@@ -123,6 +123,28 @@ async def test_a_replaced_backend_is_subscribed_again_and_a_removed_one_forgotte
     await client.close()
 
 
+async def test_an_update_a_reload_hides_from_the_tenant_is_withheld(start_gateway: Any, tmp_path: Path,
+                                                                   http: aiohttp.ClientSession) -> None:
+    config = write_config(tmp_path / "gateway.yaml", backends=[watched("w")])
+    gateway = await serve(start_gateway, config)
+    client = await Client(http, gateway.url()).open()
+    for uri in ("w+memo://a", "w+memo://b"):
+        assert "result" in await client.rpc("resources/subscribe", {"uri": uri})
+
+    hidden = {"acme": {"backends": ["*"], "resources": {"deny": ["w+memo://a"]}}, "ops": {"backends": []}}
+    write_config(config, backends=[watched("w")], tenants=hidden)
+    status, outcome = await admin_reload(http, gateway)
+    assert status == 200 and outcome["tenants_changed"] == ["acme"], outcome
+    await client.call("w__touch", uri="memo://a", text="secret")
+    await client.call("w__touch", uri="memo://b", text="fine")  # heard, so memo://a's update had its chance
+    heard = await updates(client, QUIET)
+    deadline = time.monotonic() + WAIT
+    while "w+memo://b" not in heard and time.monotonic() < deadline:
+        heard += await updates(client, QUIET)
+    assert heard == ["w+memo://b"]
+    await client.close()
+
+
 class ListenStream:
     """A raw 2026 subscriptions/listen stream: its frames read into a queue."""
 
