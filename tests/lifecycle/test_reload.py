@@ -60,6 +60,7 @@ class Client:
                         "Authorization": f"Bearer {token}"}
         self.notifications: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._stream: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()  # set once the GET stream's headers are in: notifications reach it
         self._ids = iter(range(1, 1_000_000))
 
     async def open(self) -> Client:
@@ -68,6 +69,7 @@ class Client:
         assert "result" in reply, reply
         await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
         self._stream = asyncio.create_task(self._listen())
+        await asyncio.wait_for(self._listening.wait(), WAIT)  # a change made after open() must reach the stream
         return self
 
     async def post(self, body: dict[str, Any]) -> tuple[int, Any]:
@@ -104,6 +106,7 @@ class Client:
         headers = {k: v for k, v in self.headers.items() if k != "Content-Type"} | {"Accept": "text/event-stream"}
         async with self.http.get(self.url, headers=headers) as response:
             assert response.status == 200
+            self._listening.set()
             buffer = b""
             async for chunk in response.content.iter_any():
                 buffer += chunk.replace(b"\r\n", b"\n")
