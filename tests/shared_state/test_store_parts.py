@@ -26,6 +26,7 @@ from gateway.catalogue.store import (
 )
 from gateway.config import ConfigError
 from gateway.config.redis_urls import StoreUrlError, check_store_url, parse_multi_host
+from gateway.protocol.request_state import StateSeal
 from gateway.ratelimit import MemoryRateLimiter
 from gateway.shared_state import NOT_READY_AFTER_SECONDS, NOT_READY_REASON, SharedState
 from gateway.store.client import create_client, uses_hiredis
@@ -315,9 +316,10 @@ async def test_a_snapshot_saved_while_down_goes_back_only_if_no_one_checked_more
 async def test_a_required_store_is_not_ready_before_it_first_answers_and_once_it_stays_down() -> None:
     now = [0.0]
     health = StoreHealth(name="test", clock=lambda: now[0])
-    state = SharedState(MemorySnapshotStore(), MemorySessionStore(), MemoryRateLimiter(), health=health,
+    seal = StateSeal([b"k" * 32], 60)
+    state = SharedState(MemorySnapshotStore(), MemorySessionStore(), MemoryRateLimiter(), seal, health=health,
                         required=True)
-    relaxed = SharedState(MemorySnapshotStore(), MemorySessionStore(), MemoryRateLimiter(), health=health)
+    relaxed = SharedState(MemorySnapshotStore(), MemorySessionStore(), MemoryRateLimiter(), seal, health=health)
     assert await state.readiness() == NOT_READY_REASON  # never answered yet
     health.recovered()
     assert await state.readiness() is None
