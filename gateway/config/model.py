@@ -97,6 +97,10 @@ class CircuitConfig:
     cooldown_seconds: float = 10.0
 
 
+BACKEND_PROTOCOLS = ("auto", "2026", "handshake")
+"""A backend's `protocol`: found out (handshake first, then server/discover), or pinned to one era."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackendConfig:
     """What every backend has, whichever transport reaches it (see HttpBackend, StdioBackend)."""
@@ -113,6 +117,7 @@ class BackendConfig:
     max_call_seconds: float | None = None  # None: 10 x timeout_seconds
     retries: int = 2
     circuit: CircuitConfig = field(default_factory=CircuitConfig)
+    protocol: str = "auto"  # the backend's MCP era, one of BACKEND_PROTOCOLS (gateway.upstream.http_eras)
 
     @property
     def call_cap_seconds(self) -> float:

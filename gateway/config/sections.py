@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from gateway.config.backend_http import HTTP_CLIENTS, check_backend_url, check_jwks_url, tls_context
 from gateway.config.model import (
+    BACKEND_PROTOCOLS,
     AdminConfig,
     ApiKeyConfig,
     AuthConfig,
@@ -305,7 +306,17 @@ def _backend_limits(s: Section) -> dict[str, Any]:
         "max_call_seconds": cap,
         "retries": min(s.integer("retries", minimum=0), MAX_RETRIES),
         "circuit": read(s.section("circuit", CircuitConfig), _circuit),
+        "protocol": _protocol(s),
     }
+
+
+def _protocol(s: Section) -> str:
+    """YAML reads `2026` as a number: the era's name either way."""
+    s.seen.add("protocol")
+    protocol = s.data.get("protocol", "auto")
+    if isinstance(protocol, bool) or str(protocol) not in BACKEND_PROTOCOLS:
+        raise ConfigError(f"{s.where('protocol')}: must be one of {', '.join(BACKEND_PROTOCOLS)}")
+    return str(protocol)
 
 
 def _circuit(s: Section) -> CircuitConfig:

@@ -171,3 +171,21 @@ def _same(kind: str, value: Any, rendered: str, decoded: str) -> bool:
         return decoded == rendered
     whole, _, fraction = decoded.partition(".")
     return not fraction.strip("0") and int(whole) == int(value)
+
+
+def header_form(value: str) -> str:
+    """How a value travels as a header: as it is when it survives one, else the base64 form."""
+    if value and value.isascii() and value.isprintable() and value == value.strip(" \t") \
+            and not _BASE64_FORM.fullmatch(value):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode()}?="
+
+
+def param_headers(params: HeaderParams, arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The `Mcp-Param-*` headers a tools/call with `arguments` carries (present, non-null ones only)."""
+    headers = {}
+    for path, (token, _kind) in params.items():
+        rendered = _rendered(_argument(arguments, path))
+        if rendered is not None:
+            headers[spec.PARAM_HEADER_PREFIX + token] = header_form(rendered)
+    return headers

@@ -1,19 +1,16 @@
-"""The Streamable HTTP upstream: MCP over POST (JSON or SSE replies).
+"""The Streamable HTTP upstream: MCP over POST (JSON or SSE replies), in either era (http_eras.py).
 
-One pooled HTTP client (upstream/client.py: the builtin or aiohttp's) per backend. Each `session_key`
-(a tenant, or "" for the catalogue) and set of relayable client capabilities gets its own backend
-session (id, version, a handshake declaring those capabilities, done lazily and once); a 404 means
+One pooled HTTP client (upstream/client.py: the builtin or aiohttp's) per backend. In the handshake
+era each `session_key` (a tenant, or "" for the catalogue) and set of relayable client capabilities
+gets its own backend session (a handshake declaring those capabilities, lazily, once); a 404 means
 the backend forgot it: it is re-created and the request sent once more. The catalogue's session,
 each that declared capabilities, and every session of a backend that offers resources/subscribe
 listen on a GET stream (http_listener.py) for list changes and resource updates (to
 `on_resource_updated`, with the session's tenant), and refuse there the backend's requests that
-belong to no call. A request on a call's SSE stream
-(sampling, elicitation, roots) goes to that call's `on_request` handler.
-
-Cancelling the task that awaits `request()` (or its timeout) sends the backend
-`notifications/cancelled` with the upstream id; callers never see upstream ids. Its parts:
-http_session.py (a backend session and its headers), http_body.py (replies read within
-max_response_bytes), http_listener.py (the GET streams), clients.py (the connections).
+belong to no call; a request on a call's SSE stream goes to that call's `on_request`. Cancelling
+the task awaiting `request()` (or its timeout) sends `notifications/cancelled` with the upstream
+id. Its parts: http_session.py (sessions, headers), http_body.py (bounded replies),
+http_listener.py (GET streams), clients.py (the connections).
 """
 
 from __future__ import annotations
@@ -71,6 +68,7 @@ from gateway.upstream.base import (
 from gateway.upstream.client import TRANSPORT_ERRORS, BadReply, ClientOptions, ConnectFailed, HttpTransport, Response
 from gateway.upstream.clients import open_client
 from gateway.upstream.http_body import BoundedBody
+from gateway.upstream.http_eras import AUTO, HANDSHAKE, HttpEras
 from gateway.upstream.http_listener import StreamListener
 from gateway.upstream.http_session import (
     CATALOGUE_KEY,
@@ -94,13 +92,13 @@ DEFAULT_RETRY_MS = 1000
 _log = structlog.get_logger("gateway.upstream")
 
 
-class HttpUpstream:
-    """An MCP backend reached over Streamable HTTP."""
+class HttpUpstream(HttpEras):
+    """An MCP backend reached over Streamable HTTP, in either protocol era (http_eras.py)."""
 
     def __init__(self, name: str, *, url: str, headers: Mapping[str, str], max_connections: int,
                  protocol_version: str = LATEST_VERSION, client_info: Mapping[str, Any],
                  max_response_bytes: int = MAX_RESPONSE_BYTES, http_client: str = "builtin",
-                 client_options: ClientOptions | None = None) -> None:
+                 client_options: ClientOptions | None = None, protocol: str = AUTO) -> None:
         self.name = name
         self._url = url
         self._headers = CIMultiDict(headers)
@@ -119,6 +117,7 @@ class HttpUpstream:
         self._body = BoundedBody(name, max_response_bytes)
         self._stream = StreamListener(self._body, self._stream_client, self._on_unasked, self._tasks)
         self.server_capabilities: JsonObject = {}
+        self._init_eras(protocol, client_info)
 
     # --- the Upstream protocol ----------------------------------------------------------
 
@@ -178,13 +177,16 @@ class HttpUpstream:
 
     async def _request(self, method: str, params: JsonObject | None, key: SessionKey, headers: CIMultiDict[str],
                        handlers: Handlers) -> JsonObject:
-        session = await self._ready_session(key, headers)
+        era = self._era or await self._detect(key, headers)
         try:
-            return await self._call(session, method, params, headers, handlers)
-        except SessionExpired:
-            self._forget(session)
-        session = await self._ready_session(key, headers)  # one fresh handshake, one retry
-        return await self._call(session, method, params, headers, handlers)
+            if era == HANDSHAKE:
+                return await self._session_request(method, params, key, headers, handlers)
+            return await self._modern_request(method, params, key, headers, handlers)
+        except UpstreamError as exc:  # a backend that restarted as the other era did not run it
+            again = await self._after_failure(exc, era, key, headers)
+            if again is None:
+                raise
+        return await self._in_era(again, method, params, key, headers, handlers)
 
     async def _ready_session(self, key: SessionKey, headers: CIMultiDict[str]) -> BackendSession:
         """The session for `key`, handshaking first if needed (one handshake at a time).
@@ -215,11 +217,6 @@ class HttpUpstream:
         if not key[1]:  # the plain session, which subscriptions use: a new one holds none
             self._updates.started(key[0])
         return session
-
-    def _forget(self, session: BackendSession) -> None:
-        """Drop `session` unless a concurrent request already replaced it."""
-        if self._sessions.get(session.key) is session:
-            del self._sessions[session.key]
 
     def _client(self) -> HttpTransport:
         if self._http is None:

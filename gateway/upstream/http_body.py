@@ -20,6 +20,11 @@ from gateway.upstream.base import UpstreamError, check_response
 from gateway.upstream.client import Response
 
 
+class Refused(UpstreamError):
+    """The backend refused the request with an HTTP 4xx that is no JSON-RPC answer to it: it did not
+    run it (e.g. a request of the other protocol era). Safe to send again once the era is known."""
+
+
 class BoundedBody:
     """Reads replies of one backend (`backend` names it in errors) of at most `limit` bytes."""
 
@@ -65,7 +70,8 @@ class BoundedBody:
                 message = check_response(self.backend, self.decode(await self.read(resp)), request_id)
                 if "error" in message:
                     return message
-        raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.backend}: HTTP {resp.status}")
+        kind = Refused if 400 <= resp.status < 500 else UpstreamError
+        raise kind(FailureReason.UNAVAILABLE, f"{self.backend}: HTTP {resp.status}")
 
     def decode(self, data: bytes | str) -> Any:
         try:

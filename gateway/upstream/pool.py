@@ -34,10 +34,12 @@ def make_upstream(backend: Backend, *, http_client: str = "builtin",
             max_response_bytes=backend.max_response_bytes,
             http_client=http_client,
             client_options=client_options(backend),
+            protocol=backend.protocol,
         )
     return StdioUpstream(
         backend.name, command=stdio_command(backend.command), env=dict(backend.env), cwd=backend.cwd,
         client_info=CLIENT_INFO, max_line=backend.max_response_bytes, on_restart=on_restart,
+        protocol=backend.protocol,
     )
 
 

@@ -34,8 +34,8 @@ import structlog
 
 from gateway.errors import FailureReason
 from gateway.protocol import spec
-from gateway.protocol.capabilities import ALL, NONE, RELAYED_METHODS
-from gateway.protocol.spec import CANCELLED, INITIALIZE, INITIALIZED, LATEST_VERSION, LIST_CHANGED, MESSAGE, PROGRESS
+from gateway.protocol.capabilities import NONE, RELAYED_METHODS
+from gateway.protocol.spec import CANCELLED, INITIALIZE, LATEST_VERSION, LIST_CHANGED, MESSAGE, PROGRESS
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
     BackgroundTasks,
@@ -49,18 +49,17 @@ from gateway.upstream.base import (
     ResourceUpdates,
     UpstreamError,
     answer_backend_request,
-    initialize_params,
     message_kind,
-    negotiated_version,
     notification_message,
     progress_token,
     request_message,
     restore_progress_token,
-    server_capabilities,
     swap_progress_token,
 )
 from gateway.upstream.exits import STDERR_DRAIN, ExitReport
+from gateway.upstream.modern import ModernWire
 from gateway.upstream.stdio_calls import Calls, Pending
+from gateway.upstream.stdio_eras import AUTO, StdioEras
 from gateway.upstream.stdio_lines import leading_id, next_line
 from gateway.upstream.stdio_process import Process, cancel_tasks, child_env, forward_stderr, spawn, stop_process
 
@@ -72,13 +71,13 @@ NOTIFY_TIMEOUT = 5.0
 _log = structlog.get_logger("gateway.upstream")
 
 
-class StdioUpstream:
-    """An MCP backend run as a child process over stdin/stdout."""
+class StdioUpstream(StdioEras):
+    """An MCP backend run as a child process over stdin/stdout, in either protocol era (stdio_eras.py)."""
 
     def __init__(self, name: str, *, command: Sequence[str], env: Mapping[str, str], cwd: str | None = None,
                  protocol_version: str = LATEST_VERSION, client_info: Mapping[str, Any], start_timeout: float = 30.0,
                  restart_delays: tuple[float, float] = (0.5, 30.0), max_line: int = MAX_RESPONSE_BYTES,
-                 on_restart: Callable[[str], None] | None = None) -> None:
+                 on_restart: Callable[[str], None] | None = None, protocol: str = AUTO) -> None:
         self.name = name
         self._on_restart = on_restart  # told the backend's name each time a dead child is started again
         self.protocol_version: str | None = None  # negotiated by the current child
@@ -103,6 +102,7 @@ class StdioUpstream:
         self._list_changed = ListChangedCallbacks(self._tasks)
         self._updates = ResourceUpdates()  # with no session key: the child serves every tenant
         self._exits = ExitReport()  # why the last child ended: for logs, errors and /admin/backends
+        self._protocol, self._modern, self._wire = protocol, False, ModernWire(client_info)
 
     @property
     def pid(self) -> int | None:
@@ -134,6 +134,9 @@ class StdioUpstream:
             why = f" ({self._exits.last})" if self._exits.last else ""
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running{why}",
                                 sent=False)
+        if self._modern:
+            return await self._modern_request(self._process, method, params, timeout,
+                                              (on_notification, on_request), capabilities)
         return await self._call(self._process, method, params, timeout, (on_notification, on_request))
 
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "",
@@ -382,12 +385,8 @@ class StdioUpstream:
             exited.cancel()
 
     async def _handshake(self, process: Process) -> bool:
-        params = initialize_params(self._requested_version, self._client_info, ALL)
         try:
-            reply = await self._call(process, INITIALIZE, params, self._start_timeout, (None, None))
-            self.protocol_version = negotiated_version(self.name, reply)
-            self.server_capabilities = server_capabilities(reply)
-            await self._write(process, notification_message(INITIALIZED, None))
+            await self._open(process)
         except UpstreamError as exc:
             _log.error("backend handshake failed", backend=self.name, reason=exc.reason, error=str(exc))
             return False

@@ -1,0 +1,150 @@
+"""Which protocol era an HTTP backend speaks, found out once and kept; and a request in the 2026 era.
+
+The backend's `protocol` setting pins the era ("handshake", "2026") or leaves it to be found
+("auto", the default): the handshake first, and `server/discover` when the backend refuses it
+(a 2026-only backend). The handshake goes first because a backend that serves both eras gives
+more through a session today: its GET stream carries list changes to the catalogue, which
+the gateway does not yet listen for on 2026 backends (no upstream `subscriptions/listen`).
+The era found is kept per backend. When a request then fails in a way that says the backend
+did not run it (it refused the session's era with an HTTP 4xx, or the handshake failed), the
+era is found again, and if it changed (the backend restarted as the other era) the request is
+sent once more in the new one; a pinned era is never re-probed.
+
+A 2026 request carries no session: the gateway's envelope and routing headers (modern.py);
+an `InputRequiredResult` is answered through the call's client (input_rounds.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Final
+
+from multidict import CIMultiDict
+
+from gateway.config.model import BACKEND_PROTOCOLS
+from gateway.errors import FailureReason
+from gateway.protocol import spec
+from gateway.protocol.capabilities import NONE
+from gateway.upstream.base import JsonObject, UpstreamError
+from gateway.upstream.http_body import Refused
+from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
+from gateway.upstream.input_rounds import settle
+from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
+
+AUTO, MODERN, HANDSHAKE = BACKEND_PROTOCOLS
+"""The values of a backend's `protocol` setting."""
+LOCAL_AT_2026: Final = frozenset({spec.LOGGING_SET_LEVEL})
+"""Removed at 2026, answered by the gateway: each 2026 request says its own log level."""
+
+
+class HttpEras:
+    """The era half of HttpUpstream (a mixin: it uses the upstream's sessions and exchanges)."""
+
+    name: str
+    server_capabilities: JsonObject
+    _protocol: str
+    _era: str | None
+    _detecting: asyncio.Lock
+    _wire: ModernWire
+    _sessions: dict[SessionKey, BackendSession]
+
+    def _init_eras(self, protocol: str, client_info: Mapping[str, Any]) -> None:
+        self._protocol, self._era = protocol, (None if protocol == AUTO else protocol)
+        self._detecting = asyncio.Lock()
+        self._wire = ModernWire(client_info)
+
+    async def _ready_session(self, key: SessionKey, headers: CIMultiDict[str]) -> BackendSession: ...
+
+    async def _call(self, session: BackendSession, method: str, params: JsonObject | None,
+                    headers: CIMultiDict[str], handlers: Handlers) -> JsonObject: ...
+
+    async def _in_era(self, era: str, method: str, params: JsonObject | None, key: SessionKey,
+                      headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
+        if era == HANDSHAKE:
+            return await self._session_request(method, params, key, headers, handlers)
+        return await self._modern_request(method, params, key, headers, handlers)
+
+    async def _session_request(self, method: str, params: JsonObject | None, key: SessionKey,
+                               headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
+        """In the handshake era: in the session for `key`, re-made once if the backend forgot it."""
+        session = await self._ready_session(key, headers)
+        try:
+            return await self._call(session, method, params, headers, handlers)
+        except SessionExpired:
+            self._forget(session)
+        session = await self._ready_session(key, headers)  # one fresh handshake, one retry
+        return await self._call(session, method, params, headers, handlers)
+
+    def _forget(self, session: BackendSession) -> None:
+        """Drop `session` unless a concurrent request already replaced it."""
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+
+    async def _detect(self, key: SessionKey, headers: CIMultiDict[str]) -> str:
+        """The backend's era, found out now (one finding at a time) unless already known."""
+        async with self._detecting:
+            if self._era is None:
+                self._era = await self._probe(key, headers)
+            return self._era
+
+    async def _probe(self, key: SessionKey, headers: CIMultiDict[str]) -> str:
+        if self._protocol == MODERN:
+            if await self._discover(headers):
+                return MODERN
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: server/discover refused", sent=False)
+        try:
+            await self._ready_session(key, headers)
+            return HANDSHAKE
+        except UpstreamError:
+            if self._protocol == HANDSHAKE or not await self._discover(headers):
+                raise
+            return MODERN
+
+    async def _discover(self, headers: CIMultiDict[str]) -> bool:
+        """Whether the backend serves our 2026 version (its capabilities are kept if so)."""
+        try:
+            reply = await self._modern_call(spec.SERVER_DISCOVER, None, ("", NONE), headers, NO_HANDLERS)
+        except UpstreamError:
+            return False
+        capabilities = discovered(reply)
+        if capabilities is not None:
+            self.server_capabilities = capabilities
+        return capabilities is not None
+
+    async def _after_failure(self, exc: UpstreamError, era: str, key: SessionKey,
+                             headers: CIMultiDict[str]) -> str | None:
+        """The new era when `exc` says the backend did not run the request and now speaks the other."""
+        if self._protocol != AUTO or not (isinstance(exc, Refused) or not exc.sent):
+            return None
+        async with self._detecting:
+            if self._era is None or self._era == era:  # not switched meanwhile by a concurrent request
+                self._era = await self._other_era(era, key, headers) or era
+            return self._era if self._era != era else None
+
+    async def _other_era(self, era: str, key: SessionKey, headers: CIMultiDict[str]) -> str | None:
+        if era == HANDSHAKE:
+            return MODERN if await self._discover(headers) else None
+        try:
+            await self._ready_session(key, headers)
+        except UpstreamError:
+            return None
+        return HANDSHAKE
+
+    async def _modern_request(self, method: str, params: JsonObject | None, key: SessionKey,
+                              headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
+        if method in LOCAL_AT_2026:
+            return {"jsonrpc": "2.0", "id": 0, "result": {}}
+        return await self._modern_call(method, params, key, headers, handlers)
+
+    async def _modern_call(self, method: str, params: JsonObject | None, key: SessionKey,
+                           headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
+        session = BackendSession(key, headers, protocol_version=MODERN_VERSION)  # no id: nothing to keep
+
+        async def send(sent: JsonObject) -> JsonObject:
+            routed = headers.copy()
+            routed.update(self._wire.headers(method, sent))
+            return await self._call(session, method, sent, routed, handlers)
+
+        envelope = self._wire.envelope(params, key[1], logs=handlers[0] is not None)
+        return self._wire.received(method, await settle(send, envelope, handlers[1]))
