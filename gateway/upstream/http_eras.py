@@ -50,7 +50,8 @@ class HttpEras:
     _sessions: dict[SessionKey, BackendSession]
 
     def _init_eras(self, protocol: str, client_info: Mapping[str, Any]) -> None:
-        self._protocol, self._era = protocol, (None if protocol == AUTO else protocol)
+        self._protocol = protocol  # 2026 too is found out first: server/discover says its capabilities
+        self._era = HANDSHAKE if protocol == HANDSHAKE else None
         self._detecting = asyncio.Lock()
         self._wire = ModernWire(client_info)
 
