@@ -31,6 +31,9 @@ FRESH_FRACTION = 0.95
 LOCK_POLL_SECONDS = 0.05
 """How often a replica waiting for another one's refresh of a backend asks for its lock again."""
 
+MIN_HINT_SECONDS = 1.0
+"""The soonest a backend's cache hint brings its next refresh (a hint of 1 ms must not mean a busy loop)."""
+
 MIN_LOCK_SECONDS = 10.0
 """The shortest refresh lock; a fetch outliving its lock only risks one duplicate fetch."""
 
@@ -59,6 +62,7 @@ class CatalogueService:
         self._refreshing: dict[tuple[str, bool, frozenset[str] | None], asyncio.Task[None]] = {}
         self._checked_at: dict[str, float] = {}  # when the installed snapshot's refresh started
         self._loop_task: asyncio.Task[None] | None = None
+        self._hinted: dict[str, asyncio.Task[None]] = {}  # a refresh due when a backend's lists go stale
         if metrics is not None:
             self.subscribe(metrics.catalogue_changed)
 
@@ -71,7 +75,7 @@ class CatalogueService:
         self._loop_task = asyncio.create_task(self._run(), name="catalogue-refresh")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._loop_task, *self._refreshing.values()) if t]
+        tasks = [t for t in (self._loop_task, *self._refreshing.values(), *self._hinted.values()) if t]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -246,6 +250,25 @@ class CatalogueService:
         changed = previous is None or (previous.version, previous.status) != (snapshot.version, snapshot.status)
         await self.store.save(snapshot, checked_at=checked_at, changed=changed)
         await self._install({**self.current.snapshots, backend: snapshot})
+        self._follow_hint(backend)
+
+    def _follow_hint(self, backend: str) -> None:
+        """A 2026 backend's lists say how long they stay fresh: refresh them then, when that comes
+        before the periodic refresh (its hint, 0 included, is the most clients may be told)."""
+        ttl = getattr(self.pool.get(backend), "list_ttl_ms", None)
+        if not ttl or ttl / 1000 >= self.config.catalogue.refresh_seconds:
+            return
+        pending = self._hinted.get(backend)
+        if pending is not None and not pending.done():
+            return  # a refresh is due already
+        delay = max(ttl / 1000, MIN_HINT_SECONDS)
+        self._hinted[backend] = asyncio.create_task(self._refresh_after(backend, delay), name=f"hint-{backend}")
+
+    async def _refresh_after(self, backend: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._hinted.pop(backend, None)  # the refresh may set the next one
+        with contextlib.suppress(Exception):
+            await self.refresh(backend)
 
     def _failed(self, backend: str, previous: BackendSnapshot | None, error: str) -> BackendSnapshot:
         """Keep the last good tools until they are older than max_stale_seconds, then drop them."""

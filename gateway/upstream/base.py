@@ -64,7 +64,10 @@ class UpstreamError(Exception):
 class Upstream(Protocol):
     name: str
     server_capabilities: JsonObject
-    """What the backend declared in its last initialize result ({} before any handshake)."""
+    """What the backend declared in its last initialize (or server/discover) result ({} before)."""
+    list_ttl_ms: int | None
+    """How long a 2026 backend says its lists stay fresh (the shortest `ttlMs` of its latest lists);
+    None for a handshake-era backend, which gives no hints."""
 
     async def start(self) -> None:
         """Prepare resources (spawn the child, open the pool). Never raises for a dead backend."""

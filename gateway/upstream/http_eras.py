@@ -55,6 +55,11 @@ class HttpEras:
         self._detecting = asyncio.Lock()
         self._wire = ModernWire(client_info)
 
+    @property
+    def list_ttl_ms(self) -> int | None:
+        """The cache hint of the backend's lists (2026 only; the catalogue refreshes no later)."""
+        return self._wire.list_ttl_ms if self._era == MODERN else None
+
     async def _ready_session(self, key: SessionKey, headers: CIMultiDict[str]) -> BackendSession: ...
 
     async def _call(self, session: BackendSession, method: str, params: JsonObject | None,

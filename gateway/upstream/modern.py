@@ -82,6 +82,11 @@ class ModernWire:
             self._learn(method, result)
         return {**reply, "result": plain(result)}
 
+    @property
+    def list_ttl_ms(self) -> int | None:
+        """How long the backend's lists stay fresh: the shortest hint of its latest lists (None: none seen)."""
+        return min(self.ttl_ms.values()) if self.ttl_ms else None
+
     def _learn(self, method: str, result: JsonObject) -> None:
         ttl = result.get("ttlMs")
         self.ttl_ms[method] = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else 0

@@ -118,6 +118,10 @@ class RoutedUpstream:
     def server_capabilities(self) -> JsonObject:
         return self.inner.server_capabilities
 
+    @property
+    def list_ttl_ms(self) -> int | None:
+        return getattr(self.inner, "list_ttl_ms", None)
+
     def on_list_changed(self, callback: ListChangedCallback) -> None:
         self.inner.on_list_changed(callback)
 

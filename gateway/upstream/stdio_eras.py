@@ -56,6 +56,11 @@ class StdioEras:
 
     async def _write(self, process: Process, message: JsonObject) -> None: ...
 
+    @property
+    def list_ttl_ms(self) -> int | None:
+        """The cache hint of the backend's lists (2026 only; the catalogue refreshes no later)."""
+        return self._wire.list_ttl_ms if self._modern else None
+
     async def _open(self, process: Process) -> None:
         """The child's first exchange, in the configured era; UpstreamError when it takes neither."""
         self._modern = False

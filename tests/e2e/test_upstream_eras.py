@@ -27,6 +27,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CreateMessageResult, ElicitResult, PromptReference, TextContent
+from upstream.test_http_eras import EraFake
 
 from gateway import keys
 
@@ -251,3 +252,18 @@ async def test_a_backend_restarted_as_the_other_era_keeps_serving(gateway: Start
             assert upstream._era == era
     finally:
         await backend.stop()
+
+
+@pytest.mark.parametrize(("ttl_ms", "refreshes"), [(1000, range(2, 5)), (0, range(0, 1)), (120_000, range(0, 1))])
+async def test_the_catalogue_refreshes_a_2026_backend_when_its_lists_go_stale(
+        aiohttp_server: Any, gateway: StartGateway, ttl_ms: int, refreshes: range) -> None:
+    """A hint shorter than refresh_seconds brings the next refresh forward (never sooner than 1 s);
+    0 (keep nothing) and a hint past the periodic refresh leave the periodic refresh alone."""
+    fake = EraFake("2026")
+    fake.list_ttl = ttl_ms
+    fake.url = str((await aiohttp_server(fake.app)).make_url("/mcp"))
+    await gateway(make_config([{"name": "hinted", "transport": "http", "url": fake.url}],
+                              catalogue={"refresh_seconds": 60}))
+    first = fake.methods().count("tools/list")
+    await asyncio.sleep(3.2)
+    assert fake.methods().count("tools/list") - first in refreshes

@@ -34,6 +34,7 @@ class EraFake:
         self.url = ""
         self.posts: list[tuple[dict[str, str], JsonObject]] = []
         self.result: Result = lambda body: {"content": [], "resultType": "complete"}
+        self.list_ttl = 30_000
         self.app = web.Application()
         self.app.router.add_post("/mcp", self.handle)
 
@@ -62,8 +63,10 @@ class EraFake:
         if method == "tools/list":
             tool = {"name": "locate", "inputSchema": {"type": "object", "properties": {
                 "region": {"type": "string", "x-mcp-header": "Region"}}}}
-            return {"tools": [tool], "ttlMs": 30_000, "cacheScope": "public", "resultType": "complete",
+            return {"tools": [tool], "ttlMs": self.list_ttl, "cacheScope": "public", "resultType": "complete",
                     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "f", "version": "1"}}}
+        if method == "prompts/list":
+            return {"prompts": [], "ttlMs": self.list_ttl, "cacheScope": "private", "resultType": "complete"}
         return self.result(body) if self.era == "2026" else {"content": [], "isError": False}
 
 
