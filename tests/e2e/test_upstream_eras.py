@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx2
 import pytest
 from backend_fixtures import HOST, free_port, stop_process
@@ -27,6 +28,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CreateMessageResult, ElicitResult, PromptReference, TextContent
+from stateless_client import StatelessClient
 from upstream.test_http_eras import EraFake
 
 from gateway import keys
@@ -267,3 +269,20 @@ async def test_the_catalogue_refreshes_a_2026_backend_when_its_lists_go_stale(
     first = fake.methods().count("tools/list")
     await asyncio.sleep(3.2)
     assert fake.methods().count("tools/list") - first in refreshes
+
+
+async def test_a_2026_clients_task_param_never_reaches_a_backend(aiohttp_server: Any, gateway: StartGateway) -> None:
+    """2026 removed `task`; a handshake backend given one could answer a task nobody asked for
+    (tools/call forwards only name, arguments and `_meta`: this keeps it so)."""
+    fake = EraFake("handshake")
+    fake.url = str((await aiohttp_server(fake.app)).make_url("/mcp"))
+    running = await gateway(make_config([{"name": "old", "transport": "http", "url": fake.url}]))
+    async with aiohttp.ClientSession() as session:
+        modern = StatelessClient(session, running.url, make_token("acme"))
+        request = modern.request("tools/call", {"name": "old__locate", "arguments": {"region": "x"},
+                                                "task": {"ttl": 60_000}})
+        status, body, _ = await modern.post(request, Mcp_Param_Region="x")
+    assert status == 200, body
+    assert body["result"]["resultType"] == "complete"
+    calls = [params for _, sent in fake.posts if sent.get("method") == "tools/call" for params in [sent["params"]]]
+    assert calls and all("task" not in params for params in calls)
