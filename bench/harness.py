@@ -48,13 +48,14 @@ class Backend:
     name: str
     url: str
     tools: tuple[str, ...]
+    protocol: str = "auto"  # the gateway's `protocol` for it: "2026" speaks 2026-07-28 to the stub
 
     def exposed(self, tool: str) -> str:
         return f"{self.name}{SEPARATOR}{tool}"
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "transport": "http", "url": self.url, "timeout_seconds": 30,
-                "max_connections": 100}
+                "max_connections": 100, **({"protocol": self.protocol} if self.protocol != "auto" else {})}
 
 
 @dataclass(frozen=True, slots=True)

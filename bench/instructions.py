@@ -12,7 +12,8 @@ Each process is measured in its own run, under callgrind with counting switched 
 around the measured load (`callgrind_control -i on/off`): the stub answering tools/call
 directly, then the gateway (in front of an unmeasured stub) answering the same calls, once
 from clients with a session (2025-11-25) and once from stateless 2026-07-28 clients, each
-measured part dumped on its own. Counts are user space only: system calls and the kernel's
+measured part dumped on its own; then the same with a gateway that speaks 2026-07-28 to the stub
+(the backend's `protocol: "2026"`). Counts are user space only: system calls and the kernel's
 share are not in them.
 """
 
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench.harness import Backend, gateway_config, start_gateway, start_stub
@@ -64,13 +66,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ProcessSet(workdir) as procs:
             direct = measure_stub(procs, workdir, args.calls, args.op)
             session, stateless = measure_gateway(procs, workdir, args.calls, args.op)
+            modern = measure_gateway(procs, workdir, args.calls, args.op, backend_protocol="2026")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"instructions per {METHODS[args.op]} ({args.calls} calls, concurrency {CONCURRENCY}; "
           f"session clients at {SESSION_VERSION}, stateless ones at {STATELESS_VERSION}):")
     print(f"  direct to the stub                {direct:>12,.0f}")
-    for path, count in (("session", session), ("stateless", stateless)):
-        print(f"  through the gateway ({path + ')':<10}   {count:>12,.0f}  ({count / direct:.2f}x the stub's)")
+    paths = (("session", session), ("stateless", stateless))
+    for label, count in (*paths, *((f"{path}, to 2026", n) for path, n in zip(("session", "stateless"), modern,
+                                                                               strict=True))):
+        print(f"  through the gateway ({label + ')':<20} {count:>12,.0f}  ({count / direct:.2f}x the stub's)")
     return 0
 
 
@@ -80,10 +85,13 @@ def measure_stub(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo")
     return _count(stub.managed, workdir / "stub.out", backend.url, backend, calls, op, via_gateway=False)
 
 
-def measure_gateway(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo") -> tuple[float, float]:
-    """Per call through one gateway process: from session clients, then from stateless (2026) ones."""
-    backend = start_stub(procs, tools=TOOLS, name="stub").backends[0]
-    out = workdir / "gateway.out"
+def measure_gateway(procs: ProcessSet, workdir: Path, calls: int, op: str = "echo",
+                    backend_protocol: str = "auto") -> tuple[float, float]:
+    """Per call through one gateway process: from session clients, then from stateless (2026) ones.
+
+    `backend_protocol` "2026": the gateway speaks 2026-07-28 to the stub (auto finds the handshake era)."""
+    backend = replace(start_stub(procs, tools=TOOLS, name="stub").backends[0], protocol=backend_protocol)
+    out = workdir / f"gateway-{backend_protocol}.out"
     gateway = start_gateway(procs, gateway_config([backend]), timeout=STARTUP_TIMEOUT, wrapper=_callgrind(out))
     session, stateless = (_count(gateway.managed, out, gateway.url, backend, calls, op, via_gateway=True,
                                  version=version) for version in (SESSION_VERSION, STATELESS_VERSION))

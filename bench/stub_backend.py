@@ -1,8 +1,9 @@
 """The fastest MCP Streamable HTTP backend we can write on aiohttp, for the benchmark.
 
-Answers with canned JSON (never SSE): `initialize` issues an `Mcp-Session-Id`,
-notifications get 202, `tools/list` serves pre-encoded pages of `--tools N` echo tools
-named `<prefix>_<i>`, and `tools/call` echoes its arguments back as text content and as
+Answers with canned JSON (never SSE): `initialize` issues an `Mcp-Session-Id`, and
+`server/discover` offers 2026-07-28, whose requests need no session; notifications get 202,
+`tools/list` serves pre-encoded pages of `--tools N` echo tools named `<prefix>_<i>`, and
+`tools/call` echoes its arguments back as text content and as
 `structuredContent`. One prompt, `echo`, answers `prompts/get` with its `value` argument as
 the message text, and `resources/read` of `echo://r/<text>` (the template `echo://r/{text}`)
 answers with `<text>`. It uses aiohttp's low-level server (no router, no middlewares) on
@@ -31,6 +32,10 @@ SESSION_HEADER = "Mcp-Session-Id"
 JSON = "application/json"
 PROTOCOL_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+VERSION_HEADER = "MCP-Protocol-Version"
+DISCOVER_RESULT = {"supportedVersions": [MODERN_VERSION], "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
+                   "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
 INPUT_SCHEMA = {
     "type": "object",
     "properties": {
@@ -175,7 +180,9 @@ class StubServer:
         if method == "initialize":
             session = {SESSION_HEADER: next(self._session_ids)}
             return _json(_reply(message_id, initialize_result(params)), headers=session)
-        if SESSION_HEADER not in request.headers:
+        if method == "server/discover":
+            return _json(_reply(message_id, DISCOVER_RESULT))
+        if SESSION_HEADER not in request.headers and request.headers.get(VERSION_HEADER) != MODERN_VERSION:
             return _json(_error(message_id, -32600, "Bad Request: missing session"), status=400)
         if method == "tools/call":
             return _json(self._call(backend, message_id, params))

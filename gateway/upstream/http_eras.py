@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
+import structlog
 from multidict import CIMultiDict
 
 from gateway.config.model import BACKEND_PROTOCOLS
@@ -31,6 +32,8 @@ from gateway.upstream.http_body import Refused
 from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
 from gateway.upstream.input_rounds import settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
+
+_log = structlog.get_logger("gateway.upstream")
 
 AUTO, MODERN, HANDSHAKE = BACKEND_PROTOCOLS
 """The values of a backend's `protocol` setting."""
@@ -92,6 +95,7 @@ class HttpEras:
         async with self._detecting:
             if self._era is None:
                 self._era = await self._probe(key, headers)
+                _log.info("backend era found", backend=self.name, era=self._era)
             return self._era
 
     async def _probe(self, key: SessionKey, headers: CIMultiDict[str]) -> str:
@@ -126,6 +130,8 @@ class HttpEras:
         async with self._detecting:
             if self._era is None or self._era == era:  # not switched meanwhile by a concurrent request
                 self._era = await self._other_era(era, key, headers) or era
+                if self._era != era:
+                    _log.warning("backend era changed", backend=self.name, was=era, era=self._era)
             return self._era if self._era != era else None
 
     async def _other_era(self, era: str, key: SessionKey, headers: CIMultiDict[str]) -> str | None:

@@ -80,7 +80,8 @@ class ModernWire:
             return {"jsonrpc": "2.0", "id": reply.get("id"), "error": error}
         if method in LISTS:
             self._learn(method, result)
-        return {**reply, "result": plain(result)}
+        reply["result"] = plain(result)  # the reply was decoded for this request alone
+        return reply
 
     @property
     def list_ttl_ms(self) -> int | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
 from gateway.protocol.capabilities import ALL
@@ -33,6 +35,8 @@ from gateway.upstream.http_eras import LOCAL_AT_2026
 from gateway.upstream.input_rounds import settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
 from gateway.upstream.stdio_process import Process
+
+_log = structlog.get_logger("gateway.upstream")
 
 AUTO, MODERN, HANDSHAKE = BACKEND_PROTOCOLS
 Handlers = tuple[NotificationHandler | None, RequestHandler | None]
@@ -76,6 +80,7 @@ class StdioEras:
         if capabilities is None:
             raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: refused server/discover at {MODERN_VERSION}")
         self.protocol_version, self.server_capabilities, self._modern = MODERN_VERSION, capabilities, True
+        _log.info("backend era found", backend=self.name, era=MODERN)
 
     async def _initialize(self, process: Process) -> None:
         params = initialize_params(self._requested_version, self._client_info, ALL)

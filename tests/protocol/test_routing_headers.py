@@ -9,7 +9,14 @@ import pytest
 from multidict import CIMultiDict
 
 from gateway.errors import HeaderMismatch
-from gateway.protocol.routing_headers import header_params, header_value, param_mismatch, routing
+from gateway.protocol.routing_headers import (
+    header_form,
+    header_params,
+    header_value,
+    param_headers,
+    param_mismatch,
+    routing,
+)
 
 
 def wrapped(text: str) -> str:
@@ -107,3 +114,21 @@ def test_a_repeated_param_header_disagrees() -> None:
     headers = CIMultiDict([("Mcp-Param-Region", "eu"), ("Mcp-Param-Region", "eu")])
     problem = param_mismatch(PARAMS, {"region": "eu"}, headers)
     assert problem is not None and "more than once" in problem
+
+
+@pytest.mark.parametrize("value", ["plain", "zürich", " padded ", "tab\there", "", "=?base64?eA==?=", "日本"])
+def test_header_form_round_trips_through_header_value(value: str) -> None:
+    form = header_form(value)
+    assert form.isascii() and form == form.strip()
+    assert header_value(form) == value
+
+
+def test_param_headers_render_the_annotated_arguments_a_call_has() -> None:
+    schema = {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}, "count": {"type": "integer", "x-mcp-header": "Count"},
+        "fast": {"type": "boolean", "x-mcp-header": "Fast"}, "note": {"type": "string"}}}
+    annotated = header_params(schema)
+    assert annotated is not None
+    assert param_headers(annotated, {"region": "eu", "count": 4, "fast": False, "note": "n"}) == {
+        "Mcp-Param-Region": "eu", "Mcp-Param-Count": "4", "Mcp-Param-Fast": "false"}
+    assert param_headers(annotated, {"region": None}) == {}  # null and absent arguments have no header
