@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from multidict import MultiMapping, istr
@@ -173,8 +174,11 @@ def _same(kind: str, value: Any, rendered: str, decoded: str) -> bool:
     return not fraction.strip("0") and int(whole) == int(value)
 
 
+@lru_cache(maxsize=1024)
 def header_form(value: str) -> str:
-    """How a value travels as a header: as it is when it survives one, else the base64 form."""
+    """How a value travels as a header: as it is when it survives one, else the base64 form.
+
+    Cached: the values are mostly tool names and URIs, sent again and again."""
     if value and value.isascii() and value.isprintable() and value == value.strip(" \t") \
             and not _BASE64_FORM.fullmatch(value):
         return value

@@ -41,6 +41,7 @@ class ModernWire:
     def __init__(self, client_info: Mapping[str, Any]) -> None:
         self._client_info = dict(client_info)
         self._params: dict[str, HeaderParams] = {}  # tool name -> its annotated arguments
+        self._declared: dict[frozenset[str], JsonObject] = {}  # relayable flags -> their capabilities
         self.ttl_ms: dict[str, int] = {}
         """The backend's latest cache hint per list method (0: do not keep)."""
 
@@ -50,7 +51,10 @@ class ModernWire:
         meta = params.get("_meta")
         meta = {k: v for k, v in meta.items() if k not in CONNECTION_KEYS} if isinstance(meta, dict) else {}
         meta[spec.PROTOCOL_VERSION_KEY] = MODERN_VERSION
-        meta[spec.CLIENT_CAPABILITIES_KEY] = for_backend(flags)
+        declared = self._declared.get(flags)
+        if declared is None:  # a handful of flag sets: made once each, shared read-only
+            declared = self._declared[flags] = for_backend(flags)
+        meta[spec.CLIENT_CAPABILITIES_KEY] = declared
         meta[spec.CLIENT_INFO_KEY] = self._client_info
         if logs:  # the client's own level filters them (client_logs): the backend sends all
             meta[spec.LOG_LEVEL_KEY] = "debug"
