@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from gateway.protocol import spec
-from gateway.protocol.capabilities import needed
+from gateway.protocol.capabilities import declared, needed
 from gateway.tenancy import ChannelClosed, RequestContext
 from gateway.upstream.base import Answer, JsonObject, refusal
 
@@ -50,6 +50,17 @@ class ClientRelay:
         task = asyncio.create_task(self._relay(request, answer), name=f"relay:{request['method']}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @property
+    def passes_input_required(self) -> bool:
+        """A 2026 client answers a 2026 backend's InputRequiredResult itself (upstream/input_rounds.py)."""
+        return self._ctx.envelope is not None
+
+    @property
+    def declared(self) -> frozenset[str]:
+        """What this call's client can answer: a 2026 client's own declaration, else its session's flags."""
+        envelope = self._ctx.envelope
+        return declared(envelope.client_capabilities) if envelope is not None else self._ctx.capabilities
 
     @property
     def asking(self) -> bool:

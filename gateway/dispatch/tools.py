@@ -14,6 +14,9 @@ from gateway.protocol import eras, spec
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext
 
+MRTR_PARAMS = ("inputResponses", "requestState")
+"""A 2026 retry's params that go on to the backend as they came."""
+
 
 class ToolMethods:
     def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, validate_arguments: bool,
@@ -46,6 +49,8 @@ class ToolMethods:
         forward: JsonObject = {"name": entry.original, "arguments": arguments}
         if isinstance(params.get("_meta"), dict):
             forward["_meta"] = params["_meta"]
+        if ctx.envelope is not None:  # a 2026 client's answers to a 2026 backend's InputRequiredResult
+            forward.update((key, params[key]) for key in MRTR_PARAMS if key in params)
         backend = self.forwarder.backend(entry.backend)
         result = await self.forwarder.forward(backend, spec.TOOLS_CALL, forward, ctx)
         if result.get("isError"):

@@ -178,7 +178,8 @@ def completed(result: JsonObject, server_info: Any, *, in_place: bool = False) -
     """
     meta = result.get("_meta")
     done = result if in_place else dict(result)
-    done["resultType"] = "complete"
+    if done.get("resultType") != "input_required":  # a 2026 backend's, passed through
+        done["resultType"] = "complete"
     done["_meta"] = {**meta, spec.SERVER_INFO_KEY: server_info} if isinstance(meta, dict) else {
         spec.SERVER_INFO_KEY: server_info}
     return done

@@ -30,7 +30,7 @@ from gateway.protocol.capabilities import NONE
 from gateway.upstream.base import JsonObject, UpstreamError
 from gateway.upstream.http_body import Refused
 from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
-from gateway.upstream.input_rounds import settle
+from gateway.upstream.input_rounds import answering, settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
 
 _log = structlog.get_logger("gateway.upstream")
@@ -158,5 +158,5 @@ class HttpEras:
             routed.update(self._wire.headers(method, sent))
             return await self._call(session, method, sent, routed, handlers)
 
-        envelope = self._wire.envelope(params, key[1], logs=handlers[0] is not None)
+        envelope = self._wire.envelope(params, answering(handlers[1], key[1]), logs=handlers[0] is not None)
         return self._wire.received(method, await settle(send, envelope, handlers[1]))

@@ -39,8 +39,13 @@ class Unanswerable(Exception):
 
 
 async def settle(send: Send, params: JsonObject, on_request: RequestHandler | None) -> JsonObject:
-    """Send the request, answer input rounds through `on_request`, return the final reply."""
+    """Send the request, answer input rounds through `on_request`, return the final reply.
+
+    A handler that `passes_input_required` (a 2026 client's) gets the backend's InputRequiredResult
+    as it is, keys and `requestState` untouched: its client answers and retries by itself."""
     reply = await send(params)
+    if getattr(on_request, "passes_input_required", False):
+        return reply
     for round_ in range(MAX_ROUNDS):
         if not is_input_required(reply):
             return reply
@@ -57,6 +62,14 @@ async def settle(send: Send, params: JsonObject, on_request: RequestHandler | No
         return reply
     error = {"code": spec.INTERNAL_ERROR, "message": f"Backend still needed input after {MAX_ROUNDS} rounds"}
     return {"jsonrpc": "2.0", "id": reply.get("id"), "error": error}
+
+
+def answering(on_request: RequestHandler | None, flags: frozenset[str]) -> frozenset[str]:
+    """What a 2026 backend may ask the call's client: its own declaration when it answers
+    InputRequiredResult itself, else the relayable `flags` of its session."""
+    if getattr(on_request, "passes_input_required", False):
+        return frozenset(getattr(on_request, "declared", flags))
+    return flags
 
 
 def _retry(params: JsonObject, answers: JsonObject | None, state: Any) -> JsonObject:

@@ -79,6 +79,8 @@ class ModernWire:
         result = reply.get("result")
         if not isinstance(result, dict):
             return reply
+        if result.get("resultType") == INPUT_REQUIRED:
+            return reply  # passed through to a 2026 client (input_rounds.settle), as the backend made it
         if result.get("resultType") == TASK:
             error = {"code": spec.INTERNAL_ERROR, "message": "Backend returned a task the gateway did not ask for"}
             return {"jsonrpc": "2.0", "id": reply.get("id"), "error": error}

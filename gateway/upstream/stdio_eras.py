@@ -32,7 +32,7 @@ from gateway.upstream.base import (
     server_capabilities,
 )
 from gateway.upstream.http_eras import LOCAL_AT_2026
-from gateway.upstream.input_rounds import settle
+from gateway.upstream.input_rounds import answering, settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
 from gateway.upstream.stdio_process import Process
 
@@ -98,5 +98,5 @@ class StdioEras:
         async def send(sent: JsonObject) -> JsonObject:
             return await self._call(process, method, sent, timeout, handlers)
 
-        envelope = self._wire.envelope(params, flags, logs=handlers[0] is not None)
+        envelope = self._wire.envelope(params, answering(handlers[1], flags), logs=handlers[0] is not None)
         return self._wire.received(method, await settle(send, envelope, handlers[1]))

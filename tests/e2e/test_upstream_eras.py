@@ -5,7 +5,9 @@ handshake-only one over HTTP, and the same code as stdio children, one pinned to
 (`protocol` in their config; an SDK stdio server takes the era of its first request). The SDK
 client meets them through the gateway at 2026-07-28 (`mode="auto"`) and in a session
 (`mode="legacy"`): tools, prompts, resources, completions, progress, logging, and a sampling
-plus elicitation round must give what the same server gives a client directly.
+plus elicitation round must give what the same server gives a client directly. The round's
+handshake-client x 2026-backend path is the gateway's input rounds; 2026 client x 2026 backend
+passes the backend's InputRequiredResult through to the SDK client's own driver.
 """
 
 from __future__ import annotations
@@ -212,9 +214,6 @@ async def test_a_sampling_and_elicitation_round(
     if cross_era(mode, backend):
         pytest.xfail("2026 client x handshake backend: the backend's requests become InputRequiredResult in "
                      "dispatch/stateless.py + transport/modern.py (StatelessChannel.ask), another helper's part")
-    if mode == "auto":
-        pytest.xfail("2026 client x 2026 backend: the round reaches the client through StatelessChannel.ask "
-                     "(transport/modern.py), which refuses every request until the other helper's MRTR lands")
     answers, direct_answers = Answers(), Answers()
     source = era_backends["mh" if BACKENDS[backend] == "2026" else "ch"]
     async with client(source.url, "auto", direct_answers, token=False) as direct:

@@ -208,3 +208,23 @@ async def test_input_rounds_are_bounded_and_a_refused_question_ends_the_call(
     assert reply["error"]["code"] == -32600 and "Sampling not supported" in reply["error"]["message"]
     reply = await call(upstream)  # nobody to ask at all
     assert "cannot reach the client" in reply["error"]["message"]
+
+
+async def test_a_2026_clients_call_gets_the_input_required_result_as_the_backend_made_it(
+        fake: EraFake, make: Callable[..., Awaitable[HttpUpstream]]) -> None:
+    """A 2026 client answers and retries by itself: the backend's keys and state reach it untouched."""
+    asked = {"user_name": {"method": "elicitation/create", "params": {"message": "name?", "requestedSchema": {}}}}
+    fake.result = lambda body: {"resultType": "input_required", "inputRequests": asked, "requestState": "opaque"}
+
+    class ModernClient:
+        passes_input_required = True
+        declared = frozenset({"elicitation.form"})
+
+        def __call__(self, request: JsonObject, answer: Answer) -> None:
+            raise AssertionError("nothing is asked on a 2026 client's behalf")
+
+    reply = await call(await make(fake.url), on_request=ModernClient())
+    assert reply["result"] == {"resultType": "input_required", "inputRequests": asked, "requestState": "opaque"}
+    meta = fake.posts[-1][1]["params"]["_meta"]
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {"form": {}}}
+    assert fake.methods().count("tools/call") == 1
