@@ -49,8 +49,8 @@ class ToolMethods:
         forward: JsonObject = {"name": entry.original, "arguments": arguments}
         if isinstance(params.get("_meta"), dict):
             forward["_meta"] = params["_meta"]
-        if ctx.envelope is not None:  # a 2026 client's answers to a 2026 backend's InputRequiredResult
-            forward.update((key, params[key]) for key in MRTR_PARAMS if key in params)
+        if ctx.envelope is not None and ("inputResponses" in params or "requestState" in params):
+            forward.update((key, params[key]) for key in MRTR_PARAMS if key in params)  # a 2026 retry's answers
         backend = self.forwarder.backend(entry.backend)
         result = await self.forwarder.forward(backend, spec.TOOLS_CALL, forward, ctx)
         if result.get("isError"):
