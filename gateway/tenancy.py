@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from gateway.config import BackendConfig, HttpBackend, TenantConfig
 from gateway.errors import Forbidden
 from gateway.protocol.eras import Envelope
+from gateway.protocol.request_state import StateScope
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """Characters percent-encoded in identity header values."""
@@ -73,6 +74,7 @@ class RequestContext:
     extra: dict[str, Any] = field(default_factory=dict)
     traceparent: str | None = None  # W3C trace context for HTTP backends (logs.traceparent_for)
     envelope: Envelope | None = None  # a 2026-07-28 request's own version and client capabilities; None: a session's
+    states: StateScope | None = None  # a 2026 tools/call, prompts/get or resources/read's sealed states (rounds)
 
 
 def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) -> TenantConfig:

@@ -20,9 +20,11 @@ from gateway.config import Backend, Config
 from gateway.errors import BackendError, FailureReason, InvalidParams
 from gateway.protocol import eras
 from gateway.protocol.jsonrpc import JsonObject
+from gateway.protocol.request_state import InvalidState
 from gateway.relay import ClientRelay
 from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
+from gateway.upstream.modern import INPUT_REQUIRED
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ class Forwarder:
         call's own dict (a 2026 request's envelope keys leave its `_meta` here).
         """
         if ctx.envelope is not None:
-            _without_envelope(params, ctx.traceparent)
+            _without_envelope(params, ctx, backend.name)
         started = time.perf_counter()
         relay = ClientRelay(ctx, timeout=backend.timeout_seconds, metrics=self.metrics)  # the backend's questions
         try:
@@ -88,6 +90,8 @@ class Forwarder:
         result = reply.get("result")
         if not isinstance(result, dict):  # every MCP result is an object; anything else is garbage
             raise bad_reply(backend.name, ctx, f"{method} result is not an object")
+        if ctx.envelope is not None and result.get("resultType") == INPUT_REQUIRED:
+            _sealed(result, ctx, backend.name)
         return result
 
 
@@ -105,18 +109,35 @@ def bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
     return BackendError(backend, FailureReason.BAD_RESPONSE, detail)
 
 
-def _without_envelope(params: JsonObject, traceparent: str | None) -> None:
+def _without_envelope(params: JsonObject, ctx: RequestContext, backend: str) -> None:
     """A 2026 request's `_meta` as a backend gets it (`eras.forwarded_meta`); none when nothing is left.
-    A retry's answers and state are the gateway's (transport.rounds): a handshake-era backend never sees them."""
-    params.pop("inputResponses", None)
-    params.pop("requestState", None)
+    A retry's answers and state reach only the 2026 backend whose own state it carried (transport.rounds
+    opened the gateway's seal around it), with that state as the backend made it; no other backend sees either."""
+    passed = ctx.states.passed if ctx.states is not None else None
+    if passed is None:
+        params.pop("inputResponses", None)
+        params.pop("requestState", None)
+    elif passed.backend != backend:  # the catalogue now routes the call elsewhere (a reload)
+        raise InvalidState(f"the state of backend {passed.backend!r}, not of {backend!r}")
+    elif passed.state is None:
+        params.pop("requestState", None)
+    else:
+        params["requestState"] = passed.state
     meta = params.get("_meta")
     if isinstance(meta, dict):
-        forwarded = eras.forwarded_meta(meta, traceparent)
+        forwarded = eras.forwarded_meta(meta, ctx.traceparent)
         if forwarded is None:
             del params["_meta"]
         else:
             params["_meta"] = forwarded
+
+
+def _sealed(result: JsonObject, ctx: RequestContext, backend: str) -> None:
+    """A 2026 backend's InputRequiredResult goes to its 2026 client with its keys as they are, its
+    `requestState` (one is added when it gave none) inside the gateway's seal: the retry comes back here."""
+    ctx.outcome = "input_required"
+    if ctx.states is not None:  # None: no rounds here (stdio), the state goes as the backend made it
+        result["requestState"] = ctx.states.wrap(backend, result.get("requestState"))
 
 
 def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:

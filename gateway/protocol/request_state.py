@@ -2,9 +2,11 @@
 
 A 2026-07-28 client echoes `requestState` verbatim on its retry, and whoever holds it may change
 it, so it is never trusted (../shared/PROTOCOL-2026.md §B.2). It reads `v1.<payload>.<tag>`: the
-payload (base64url JSON) names the parked call (round id, step, the replica holding it) and binds
-it to the principal (a keyed digest of tenant and subject), the method, the called name or URI, a
-digest of the arguments and an expiry; the tag is HMAC-SHA256 over `v1.<payload>` with the
+payload (base64url JSON) names the parked call (round id, step, the replica holding it), or, for a
+2026 backend's own InputRequiredResult passed through, that backend and its state as it made it
+(`Passed`: nothing is held, so any replica serves the retry). Either way it binds it to the
+principal (a keyed digest of tenant and subject), the method, the called name or URI, a digest of
+the arguments and an expiry; the tag is HMAC-SHA256 over `v1.<payload>` with the
 gateway's key. Every mismatch gets the official SDK's frozen answer, -32602 "Invalid or expired
 requestState"; the real reason is for the log only (`InvalidState.reason`).
 """
@@ -30,8 +32,8 @@ INVALID_STATE = "Invalid or expired requestState"
 """The SDK's wire message for every refused state (mcp/server/request_state.py `_reject`)."""
 INPUT_METHODS = frozenset({spec.TOOLS_CALL, spec.PROMPTS_GET, spec.RESOURCES_READ})
 """The only requests a server may answer with an InputRequiredResult (and that may carry one's answers)."""
-MAX_STATE_CHARS = 2048
-"""Ours are a few hundred characters; anything much longer is refused before any work."""
+MAX_STATE_CHARS = 65_536
+"""Ours are a few hundred characters plus a backend's own state; anything longer is refused before any work."""
 
 MAX_KEYS = 4
 """Keys kept to open states with (a new shared key pushes the oldest out)."""
@@ -55,6 +57,14 @@ class RoundRef:
     round_id: str
     step: int
     replica: str
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """A 2026 backend's own `requestState`, sealed for its client: the backend's name and the state, as it made it."""
+
+    backend: str
+    state: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +98,27 @@ class StateSeal:
         if self.keys[0] != key:
             self.keys = [key, *(known for known in self.keys if known != key)][:MAX_KEYS]
 
-    def seal(self, ref: RoundRef, binding: Binding, *, now: float | None = None) -> str:
+    def seal(self, ref: RoundRef | Passed, binding: Binding, *, now: float | None = None) -> str:
         key = self.keys[0]
-        claims = {"r": ref.round_id, "n": ref.step, "k": ref.replica, "p": _principal(key, binding.principal),
+        named = ({"b": ref.backend, "s": ref.state} if isinstance(ref, Passed)
+                 else {"r": ref.round_id, "n": ref.step, "k": ref.replica})
+        claims = {**named, "p": _principal(key, binding.principal),
                   "m": binding.method, "t": binding.target, "a": binding.arguments,
                   "e": math.ceil((time.time() if now is None else now) + self.ttl_seconds)}
         signed = f"{VERSION}.{_b64(orjson.dumps(claims))}"
         return f"{signed}.{_b64(_tag(key, signed))}"
 
-    def open(self, token: Any, binding: Binding, *, now: float | None = None) -> RoundRef:
-        """The round a state names, once its tag, expiry and binding are checked; InvalidState otherwise."""
+    def open(self, token: Any, binding: Binding, *, now: float | None = None) -> RoundRef | Passed:
+        """The round (or backend state) a state names, once its tag, expiry and binding are checked;
+        InvalidState otherwise."""
         if not isinstance(token, str) or len(token) > MAX_STATE_CHARS:
             raise InvalidState("not a string, or too long")
         signed, _, tag = token.rpartition(".")
         key = self._key_for(signed, tag)
         try:
             claims = orjson.loads(_unb64(signed.partition(".")[2]))
-            ref = RoundRef(claims["r"], claims["n"], claims["k"])
+            ref: RoundRef | Passed = (Passed(claims["b"], claims["s"]) if "b" in claims
+                                      else RoundRef(claims["r"], claims["n"], claims["k"]))
             expires = claims["e"]
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidState("malformed") from exc
@@ -128,6 +142,21 @@ class StateSeal:
             if hmac.compare_digest(given, _tag(key, signed)):
                 return key
         raise InvalidState("bad tag (altered, or sealed with another key)")
+
+
+class StateScope:
+    """One 2026 request's sealed states: a backend's InputRequiredResult gets its `requestState` sealed
+    for this client (bound as a round's is), and a retry carries the `Passed` state it opened, if any."""
+
+    __slots__ = ("method", "params", "passed", "principal", "seal")
+
+    def __init__(self, seal: StateSeal, principal: Principal, method: str, params: Mapping[str, Any],
+                 passed: Passed | None = None) -> None:
+        self.seal, self.principal, self.method, self.params, self.passed = seal, principal, method, params, passed
+
+    def wrap(self, backend: str, state: Any) -> str:
+        """The backend's state inside the gateway's seal (the binding is made only now: most calls never need it)."""
+        return self.seal.seal(Passed(backend, state), Binding.of(self.principal, self.method, self.params))
 
 
 def _tag(key: bytes, signed: str) -> bytes:

@@ -29,6 +29,7 @@ from gateway.errors import (
 from gateway.protocol import eras, jsonrpc, spec
 from gateway.protocol.capabilities import declared
 from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.protocol.request_state import INPUT_METHODS
 from gateway.protocol.routing_headers import VERSION_KEY
 from gateway.protocol.sse import encode_event
 from gateway.tenancy import Principal, RequestContext
@@ -89,9 +90,11 @@ class McpEndpoint:
             if not isinstance(admitted, tuple):  # not a web.Response test: that is an ABC's, in Python
                 return admitted
             message, ctx, stream, channel = admitted
-            if self.rounds is not None and self.rounds.applies(message, ctx):  # its backend may ask its client
-                # (not opened early for progress: the round's in-flight slot, or 429, comes first)
-                return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
+            if self.rounds is not None and message.method in INPUT_METHODS:
+                if self.rounds.applies(message, ctx):  # its backend may ask its client, or a retry
+                    # (not opened early for progress: the round's in-flight slot, or 429, comes first)
+                    return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
+                ctx.states = self.rounds.scope(message, ctx)  # a 2026 backend's requestState is sealed for its client
             ctx.channel, run = channel, self.stateless.run
         else:
             if isinstance(data, list):

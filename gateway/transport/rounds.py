@@ -16,6 +16,9 @@ the next round.
   `mrtr.round_seconds` (its backend call is then cancelled: the backend gets notifications/cancelled).
 - After `mrtr.max_rounds` InputRequiredResults, a backend's further questions are refused.
 - A state sealed by another replica is passed on to it (`forward`, set by rounds_remote.py).
+- A 2026 backend's own InputRequiredResult is not held: it reaches the client as the backend made it,
+  but with the backend's `requestState` inside the gateway's seal (`Passed`, dispatch/forward.py). Its
+  retry, opened here on any replica, goes to that backend with that state (`_pass`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from gateway.config import TenantConfig
 from gateway.errors import InternalError, InvalidParams
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
-from gateway.protocol.request_state import INPUT_METHODS, Binding, InvalidState, RoundRef, StateSeal
+from gateway.protocol.request_state import INPUT_METHODS, Binding, InvalidState, Passed, RoundRef, StateScope, StateSeal
 from gateway.tenancy import ChannelClosed, RequestContext
 from gateway.transport.channel import ClientChannel, PendingAsks
 
@@ -145,6 +148,12 @@ class Rounds:
         """Whether a 2026 request goes through rounds: one whose backend may ask its client, or a retry."""
         return message.method in INPUT_METHODS and (bool(ctx.capabilities) or "requestState" in message.params)
 
+    def scope(self, message: Message, ctx: RequestContext, passed: Passed | None = None) -> StateScope:
+        """How a 2026 backend's requestState is sealed for this request's client (and which one a retry carries)."""
+        assert message.method is not None
+        principal = (ctx.principal.tenant, ctx.principal.subject)
+        return StateScope(self.seal, principal, message.method, message.params or {}, passed)
+
     async def handle(self, message: Message, ctx: RequestContext, stream: ClientChannel) -> JsonObject:
         """The reply: the call's result, an InputRequiredResult, or a refused state or answer (-32602)."""
         assert message.id is not None and message.method is not None
@@ -154,9 +163,12 @@ class Rounds:
         try:
             state = params.get("requestState")
             if state is None:
+                ctx.states = self.scope(message, ctx)
                 return await self._start(message, binding, waiting)
             ref = self.seal.open(state, binding)
             responses = _responses(params.get("inputResponses"))
+            if isinstance(ref, Passed):
+                return await self._pass(message, ref, waiting)
             if ref.replica == self.replica:
                 return await self.resume(ref, responses, waiting)
             if self.forward is None:
@@ -206,6 +218,19 @@ class Rounds:
         round_.task = asyncio.create_task(self.run(message, round_.ctx), name=f"round:{message.method}")
         round_.task.add_done_callback(lambda _: round_.changed.set())
         return await self._wait(round_, waiting)
+
+    async def _pass(self, message: Message, passed: Passed, waiting: Waiting) -> JsonObject:
+        """A retry carrying a 2026 backend's own state: nothing is held, so it is that backend's call again,
+        now, with the client's answers and the backend's state (dispatch/forward.py)."""
+        ctx = waiting.ctx
+        assert ctx is not None
+        self.settings.take_slot(ctx.tenant)
+        try:
+            ctx.channel, ctx.states = waiting.stream, self.scope(message, ctx, passed)
+            reply = await self.run(message, ctx)
+        finally:
+            self.settings.release_slot(ctx.tenant)
+        return reply or jsonrpc.error_response(waiting.request_id, InternalError("Internal error"))
 
     async def _wait(self, round_: Round, waiting: Waiting) -> JsonObject:
         """Until the call ends (its reply) or its backend asks something (the next InputRequiredResult)."""

@@ -6,8 +6,9 @@ handshake-only one over HTTP, and the same code as stdio children, one pinned to
 client meets them through the gateway at 2026-07-28 (`mode="auto"`) and in a session
 (`mode="legacy"`): tools, prompts, resources, completions, progress, logging, and a sampling
 plus elicitation round must give what the same server gives a client directly. The round's
-handshake-client x 2026-backend path is the gateway's input rounds; 2026 client x 2026 backend
-passes the backend's InputRequiredResult through to the SDK client's own driver.
+handshake-client x 2026-backend path is the gateway's input rounds; 2026 client x handshake
+backend, its multi-round trips (transport/rounds.py); 2026 client x 2026 backend passes the
+backend's InputRequiredResult through to the SDK client's own driver, its requestState sealed.
 """
 
 from __future__ import annotations
@@ -137,10 +138,6 @@ async def client(url: str, mode: str, answers: Answers | None = None, token: boo
             yield sdk
 
 
-def cross_era(mode: str, backend: str) -> bool:
-    return mode == "auto" and BACKENDS[backend] == "handshake"
-
-
 async def test_each_backend_is_spoken_to_in_its_own_era(running: RunningGateway) -> None:
     pool = running.app[keys.POOL]
     async with client(running.url, "legacy") as sdk:
@@ -211,9 +208,6 @@ async def test_progress_and_logging_reach_the_caller(running: RunningGateway, mo
 @pytest.mark.parametrize("backend", list(BACKENDS))
 async def test_a_sampling_and_elicitation_round(
         running: RunningGateway, era_backends: dict[str, EraBackend], mode: str, backend: str) -> None:
-    if cross_era(mode, backend):
-        pytest.xfail("2026 client x handshake backend: the backend's requests become InputRequiredResult in "
-                     "dispatch/stateless.py + transport/modern.py (StatelessChannel.ask), another helper's part")
     answers, direct_answers = Answers(), Answers()
     source = era_backends["mh" if BACKENDS[backend] == "2026" else "ch"]
     async with client(source.url, "auto", direct_answers, token=False) as direct:
