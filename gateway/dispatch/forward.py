@@ -111,12 +111,11 @@ def bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
 
 def _without_envelope(params: JsonObject, ctx: RequestContext, backend: str) -> None:
     """A 2026 request's `_meta` as a backend gets it (`eras.forwarded_meta`); none when nothing is left.
-    A retry's answers and state reach only the 2026 backend whose own state it carried (transport.rounds
-    opened the gateway's seal around it), with that state as the backend made it; no other backend sees either."""
+    A retry's state reaches only the 2026 backend whose own state it carried (transport.rounds opened
+    the gateway's seal around it), as the backend made it; no other backend sees it, nor its answers."""
     passed = ctx.states.passed if ctx.states is not None else None
-    if passed is None:
-        params.pop("inputResponses", None)
-        params.pop("requestState", None)
+    if passed is None:  # answers sent with a first call may serve a 2026 backend (the upstream drops them for
+        params.pop("requestState", None)  # a handshake-era one, upstream.base.handshake_params)
     elif passed.backend != backend:  # the catalogue now routes the call elsewhere (a reload)
         raise InvalidState(f"the state of backend {passed.backend!r}, not of {backend!r}")
     elif passed.state is None:

@@ -42,6 +42,16 @@ It must not block: the caller is the reader of the backend's replies."""
 
 _log = structlog.get_logger("gateway.upstream")
 
+ANSWER_PARAMS = ("inputResponses", "requestState")
+"""A 2026 retry's answers and state: for a 2026 backend only (a handshake-era backend asks live instead)."""
+
+
+def handshake_params(params: JsonObject | None) -> JsonObject | None:
+    """`params` as a handshake-era backend is sent them: never a 2026 retry's answers or state."""
+    if params and ("inputResponses" in params or "requestState" in params):
+        return {key: value for key, value in params.items() if key not in ANSWER_PARAMS}
+    return params
+
 
 class UpstreamError(Exception):
     """The backend could not produce a JSON-RPC response for this request.

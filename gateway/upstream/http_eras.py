@@ -27,7 +27,7 @@ from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
 from gateway.protocol import spec
 from gateway.protocol.capabilities import NONE
-from gateway.upstream.base import JsonObject, UpstreamError
+from gateway.upstream.base import JsonObject, UpstreamError, handshake_params
 from gateway.upstream.http_body import Refused
 from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
 from gateway.upstream.input_rounds import answering, settle
@@ -77,6 +77,7 @@ class HttpEras:
     async def _session_request(self, method: str, params: JsonObject | None, key: SessionKey,
                                headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
         """In the handshake era: in the session for `key`, re-made once if the backend forgot it."""
+        params = handshake_params(params)
         session = await self._ready_session(key, headers)
         try:
             return await self._call(session, method, params, headers, handlers)

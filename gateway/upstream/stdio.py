@@ -49,6 +49,7 @@ from gateway.upstream.base import (
     ResourceUpdates,
     UpstreamError,
     answer_backend_request,
+    handshake_params,
     message_kind,
     notification_message,
     progress_token,
@@ -137,7 +138,7 @@ class StdioUpstream(StdioEras):
         if self._modern:
             return await self._modern_request(self._process, method, params, timeout,
                                               (on_notification, on_request), capabilities)
-        return await self._call(self._process, method, params, timeout, (on_notification, on_request))
+        return await self._call(self._process, method, handshake_params(params), timeout, (on_notification, on_request))
 
     async def notify(self, method: str, params: JsonObject | None, *, session_key: str = "",
                      capabilities: frozenset[str] = NONE) -> None:

@@ -45,8 +45,15 @@ async def fixture_backend() -> AsyncIterator[RunningBackend]:
     await backend.stop()
 
 
-async def gateway_url(gateway: StartGateway, backend: RunningBackend, namespace: str, **auth: Any) -> str:
-    config = make_config([http_backend_config("fixture", backend.url, namespace=namespace)],
+def era(revision: str) -> str:
+    """The fixture serves both eras: a 2026-07-28 leg reaches it at 2026 (its InputRequiredResults pass
+    through, sealed), a 2025-11-25 leg in a handshake session (its questions are relayed live)."""
+    return "2026" if revision == "2026-07-28" else "handshake"
+
+
+async def gateway_url(gateway: StartGateway, backend: RunningBackend, namespace: str, revision: str,
+                      **auth: Any) -> str:
+    config = make_config([http_backend_config("fixture", backend.url, namespace=namespace, protocol=era(revision))],
                          auth={"token_sources": ["header", "query"], **auth})
     running = await gateway(config)
     return running.url if auth.get("anonymous_tenant") else f"{running.url}?token={API_KEY}"
@@ -78,7 +85,7 @@ async def test_the_fixture_meets_the_requirement_set_directly(conformance: Path,
 @pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
 async def test_requirement_set_through_the_gateway(conformance: Path, fixture_backend: RunningBackend,
                                                    gateway: StartGateway, tmp_path: Path, revision: str) -> None:
-    url = await gateway_url(gateway, fixture_backend, namespace="")
+    url = await gateway_url(gateway, fixture_backend, namespace="", revision=revision)
     result = await run_leg(conformance, url, revision, tmp_path, HERE / f"pending-features.{revision}.yml")
     assert_clean(result, f"{revision} unprefixed")
     # Not scored by the suite (pending upstream), but the gateway passes it: tools/list keeps every
@@ -93,7 +100,7 @@ async def test_header_validation_through_the_gateway(conformance: Path, fixture_
     These two scenarios build their requests from the URL's path alone and drop `?token=`, so they
     run against a test-only config with `auth.anonymous_tenant`; the default config has none.
     """
-    url = await gateway_url(gateway, fixture_backend, namespace="", anonymous_tenant="acme")
+    url = await gateway_url(gateway, fixture_backend, namespace="", revision="2026-07-28", anonymous_tenant="acme")
     result = await run_leg(conformance, url, "2026-07-28", tmp_path,
                            scenarios=["http-header-validation", "http-custom-header-server-validation"])
     assert_clean(result, "2026-07-28 header validation (anonymous tenant)")
@@ -104,7 +111,7 @@ async def test_header_validation_through_the_gateway(conformance: Path, fixture_
 async def test_requirement_set_through_the_gateway_prefixed(conformance: Path, fixture_backend: RunningBackend,
                                                            gateway: StartGateway, tmp_path: Path,
                                                            aiohttp_server: Any, revision: str) -> None:
-    url = await gateway_url(gateway, fixture_backend, namespace="conf")
+    url = await gateway_url(gateway, fixture_backend, namespace="conf", revision=revision)
     proxy = PrefixProxy(url, namespace="conf", separator="__")
     server = await aiohttp_server(proxy.app())
     result = await run_leg(conformance, f"{server.make_url('/mcp')}", revision, tmp_path / "results",
