@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.protocol.request_state import INVALID_STATE, Binding, InvalidState, RoundRef, StateSeal
+from gateway.protocol.request_state import INVALID_STATE, Binding, InvalidState, Passed, RoundRef, StateScope, StateSeal
 
 KEY, OTHER_KEY = b"k" * 32, b"o" * 32
 REF = RoundRef("round-1", 2, "replica-a")
@@ -52,6 +52,16 @@ def test_the_arguments_digest_ignores_key_order() -> None:
 ])
 def test_another_caller_or_request_is_refused(binding: Binding, reason: str) -> None:
     assert refusal(sealed(), binding) == reason
+
+
+@pytest.mark.parametrize("state", ["opaque/1+ü", None, {"nested": [1, "two"]}, "x" * 40_000])
+def test_a_backends_own_state_comes_back_as_it_was_and_only_under_the_same_binding(state: object) -> None:
+    seal = StateSeal([KEY], 60)
+    params = {"name": "web__confirm", "arguments": {"b": 1, "a": [1, 2]}}
+    token = StateScope(seal, ("acme", "alice"), "tools/call", params).wrap("web", state)
+    assert seal.open(token, CALL) == Passed("web", state)
+    assert refusal(token, Binding.of(("acme", "bob"), "tools/call", params), seal) == "another principal"
+    assert refusal(token[:-2] + ("AA" if token[-2:] != "AA" else "BB"), CALL, seal).startswith("bad tag")
 
 
 def test_a_state_expires() -> None:
