@@ -52,8 +52,9 @@ def era(revision: str) -> str:
 
 
 async def gateway_url(gateway: StartGateway, backend: RunningBackend, namespace: str, revision: str,
-                      **auth: Any) -> str:
-    config = make_config([http_backend_config("fixture", backend.url, namespace=namespace, protocol=era(revision))],
+                      protocol: str | None = None, **auth: Any) -> str:
+    backends = [http_backend_config("fixture", backend.url, namespace=namespace, protocol=protocol or era(revision))]
+    config = make_config(backends,
                          auth={"token_sources": ["header", "query"], **auth})
     running = await gateway(config)
     return running.url if auth.get("anonymous_tenant") else f"{running.url}?token={API_KEY}"
@@ -91,6 +92,17 @@ async def test_requirement_set_through_the_gateway(conformance: Path, fixture_ba
     # Not scored by the suite (pending upstream), but the gateway passes it: tools/list keeps every
     # JSON Schema 2020-12 keyword of a backend's inputSchema.
     assert "json-schema-2020-12" not in result.failed_scenarios, result.output[-6000:]
+
+
+async def test_listen_streams_hear_a_backend_that_can_announce(conformance: Path, fixture_backend: RunningBackend,
+                                                              gateway: StartGateway, tmp_path: Path) -> None:
+    """The two listen checks pending at 2026 (pending-features.2026-07-28.yml) pass, with nothing
+    expected to fail, once the fixture is reached in a session: the SDK's 2026 server has no way to
+    announce a list change, a handshake-era one has its GET stream."""
+    url = await gateway_url(gateway, fixture_backend, namespace="", revision="2026-07-28", protocol="handshake")
+    result = await run_leg(conformance, url, "2026-07-28", tmp_path, scenarios=["server-stateless"])
+    assert_clean(result, "2026-07-28 server-stateless, fixture in a session")
+    assert result.failed == 0, result.output[-6000:]
 
 
 async def test_header_validation_through_the_gateway(conformance: Path, fixture_backend: RunningBackend,
