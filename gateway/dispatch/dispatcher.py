@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -56,7 +56,7 @@ class Dispatcher:
         self.pool = pool
         self.list_changed = list_changed
         forwarder = Forwarder(config=config, pool=pool, metrics=metrics)
-        self.stateless = StatelessRules(server_info=SERVER_INFO)
+        self.stateless = StatelessRules(server_info=SERVER_INFO, backend_hints=self._list_ttl_hints)
         tools = ToolMethods(catalogue=catalogue, forwarder=forwarder,
                             validate_arguments=config.catalogue.validate_arguments,
                             server_info=self.stateless.server_info)
@@ -120,6 +120,10 @@ class Dispatcher:
 
     def _catalogue_version(self) -> str:
         return self.catalogue.current.version
+
+    def _list_ttl_hints(self) -> Iterator[int | None]:
+        """How long each backend lets its lists be cached (2026 backends say; None: no word)."""
+        return (upstream.list_ttl_ms for upstream in self.pool)
 
     # ---------------------------------------------------------------- the gateway's own methods
 

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -32,6 +32,10 @@ CACHE_TTL_MS = 5_000
 CACHE_SCOPE = "private"
 """Views are filtered per tenant, so no cache may share them across callers."""
 
+
+def no_hints() -> Iterable[int | None]:
+    return ()
+
 LIST_PAGES = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
 """Methods whose results the catalogue pre-encodes (gateway-built: no `_meta` of their own)."""
 
@@ -46,9 +50,13 @@ class StatelessRules:
     """The dispatcher's 2026-07-28 method table, capability checks and result forms."""
 
     def __init__(self, *, server_info: JsonObject,
-                 required: Mapping[str, JsonObject] = REQUIRED_CLIENT_CAPABILITIES) -> None:
+                 required: Mapping[str, JsonObject] = REQUIRED_CLIENT_CAPABILITIES,
+                 backend_hints: Callable[[], Iterable[int | None]] = no_hints) -> None:
         self.server_info = orjson.Fragment(orjson.dumps(server_info))  # encoded once, not in every result
+        self._server_info = server_info
         self.required = dict(required)
+        self.backend_hints = backend_hints  # the backends' own list ttlMs (2026 backends; None: no hint)
+        self.ttl_ms = CACHE_TTL_MS
         self._tail = eras.page_tail(server_info, CACHE_TTL_MS, CACHE_SCOPE)
         self._pages: dict[orjson.Fragment, orjson.Fragment] = {}
         self._version = ""
@@ -69,7 +77,9 @@ class StatelessRules:
         async def completing(message: Message, ctx: RequestContext) -> Any:
             assert ctx.envelope is not None
             self.require(method, ctx.envelope)
-            return self.complete(method, await handler(message, ctx), catalogue_version())
+            result = await handler(message, ctx)
+            retried = isinstance(message.params, dict) and "requestState" in message.params
+            return self.complete(method, result, catalogue_version(), cacheable=not retried)
         return completing
 
     def require(self, method: str, envelope: Envelope) -> None:
@@ -87,16 +97,19 @@ class StatelessRules:
                 "capabilities": eras.stateless_capabilities(capabilities, listen=listen),
                 "instructions": instructions}
 
-    def complete(self, method: str, result: Any, catalogue_version: str) -> Any:
-        """A handler's result in its 2026 form.
+    def complete(self, method: str, result: Any, catalogue_version: str, *, cacheable: bool = True) -> Any:
+        """A handler's result in its 2026 form; `cacheable` False (a multi-round retry's): ttlMs 0.
 
         A pre-encoded result of another method than a list is a backend's reply: decoded, completed
         and encoded again (a tools/call's, the hot one, is completed by its handler: SELF_COMPLETING).
         """
+        self._follow(catalogue_version)
         if isinstance(result, orjson.Fragment):
             if method in LIST_PAGES:
-                return self._page(result, catalogue_version)
+                return self._page(result)
             result = orjson.loads(orjson.dumps(result))
+        if not cacheable and method in eras.CACHEABLE:
+            result = {**result, "ttlMs": 0, "cacheScope": CACHE_SCOPE}
         return self.completed(method, result)
 
     def passed_error(self, error: orjson.Fragment) -> Any:
@@ -109,12 +122,19 @@ class StatelessRules:
 
     def completed(self, method: str, result: JsonObject) -> JsonObject:
         if method in eras.CACHEABLE and "ttlMs" not in result:
-            result = {**result, "ttlMs": CACHE_TTL_MS, "cacheScope": CACHE_SCOPE}
+            result = {**result, "ttlMs": self.ttl_ms, "cacheScope": CACHE_SCOPE}
         return eras.completed(result, self.server_info)
 
-    def _page(self, page: orjson.Fragment, catalogue_version: str) -> orjson.Fragment:
-        if catalogue_version != self._version:  # the old version's pages are gone from the views too
-            self._pages, self._version = {}, catalogue_version
+    def _follow(self, catalogue_version: str) -> None:
+        """A new catalogue version drops the old pages (gone from the views too); the TTL is the
+        shortest a backend allows, never longer than the gateway's own."""
+        ttl_ms = min((hint for hint in self.backend_hints() if hint is not None), default=CACHE_TTL_MS)
+        ttl_ms = max(0, min(ttl_ms, CACHE_TTL_MS))
+        if catalogue_version != self._version or ttl_ms != self.ttl_ms:
+            self._pages, self._version, self.ttl_ms = {}, catalogue_version, ttl_ms
+            self._tail = eras.page_tail(self._server_info, ttl_ms, CACHE_SCOPE)
+
+    def _page(self, page: orjson.Fragment) -> orjson.Fragment:
         done = self._pages.get(page)
         if done is None:
             done = self._pages[page] = orjson.Fragment(orjson.dumps(page)[:-1] + self._tail)

@@ -279,3 +279,17 @@ async def test_a_2026_clients_task_param_never_reaches_a_backend(aiohttp_server:
     assert body["result"]["resultType"] == "complete"
     calls = [params for _, sent in fake.posts if sent.get("method") == "tools/call" for params in [sent["params"]]]
     assert calls and all("task" not in params for params in calls)
+
+
+async def test_a_2026_clients_lists_may_be_cached_no_longer_than_the_backend_allows(
+        aiohttp_server: Any, gateway: StartGateway) -> None:
+    fake = EraFake("2026")
+    fake.list_ttl = 1_500
+    fake.url = str((await aiohttp_server(fake.app)).make_url("/mcp"))
+    running = await gateway(make_config([{"name": "hinted", "transport": "http", "url": fake.url}]))
+    async with aiohttp.ClientSession() as session:
+        modern = StatelessClient(session, running.url, make_token("acme"))
+        listed = (await modern.call("tools/list"))["result"]
+        discovered = (await modern.call("server/discover"))["result"]
+    assert (listed["ttlMs"], listed["cacheScope"]) == (1_500, "private")  # the gateway's own would be 5 s
+    assert discovered["ttlMs"] == 1_500

@@ -31,13 +31,14 @@ async def test_the_2026_handlers_complete_results_and_check_required_capabilitie
     rules = StatelessRules(server_info=SERVER_INFO, required={"prompts/get": {"sampling": {}}})
     table = rules.methods({"prompts/get": handler, "ping": handler}, handler, lambda: "v1")
     ctx = SimpleNamespace(envelope=Envelope("2026-07-28", {}))
-    assert orjson.loads(orjson.dumps(await table["server/discover"](None, ctx))) == {
+    message = SimpleNamespace(params={})
+    assert orjson.loads(orjson.dumps(await table["server/discover"](message, ctx))) == {
         "ttlMs": CACHE_TTL_MS, "cacheScope": CACHE_SCOPE, "resultType": "complete",
         "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
     with pytest.raises(MissingClientCapability):
-        await table["prompts/get"](None, ctx)
+        await table["prompts/get"](message, ctx)
     ctx.envelope = Envelope("2026-07-28", {"sampling": {}})
-    assert (await table["prompts/get"](None, ctx))["resultType"] == "complete"
+    assert (await table["prompts/get"](message, ctx))["resultType"] == "complete"
 
 
 def test_a_required_capability_the_request_lacks_is_refused_naming_what_is_missing() -> None:
@@ -80,3 +81,22 @@ def test_an_encoded_backend_reply_and_an_object_are_completed() -> None:
     assert (discover["ttlMs"], discover["cacheScope"], discover["resultType"]) == (CACHE_TTL_MS, "private", "complete")
     assert orjson.loads(orjson.dumps(rules.completed("tools/call", {"content": []}))) == {
         "content": [], "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
+
+
+def test_the_ttl_is_the_shortest_a_backend_allows_and_never_longer_than_the_gateways() -> None:
+    hints: list[int | None] = [None, 60_000]
+    rules = StatelessRules(server_info=SERVER_INFO, backend_hints=lambda: hints)
+    page = orjson.Fragment(b'{"tools":[]}')
+    assert orjson.loads(orjson.dumps(rules.complete("tools/list", page, "v1")))["ttlMs"] == CACHE_TTL_MS
+    hints.append(1_500)  # a 2026 backend's lists stay fresh for 1.5 s: the merged page no longer
+    assert orjson.loads(orjson.dumps(rules.complete("tools/list", page, "v1")))["ttlMs"] == 1_500
+    assert rules.complete("resources/read", {"contents": []}, "v1")["ttlMs"] == 1_500
+    hints.clear()
+    assert rules.complete("server/discover", {}, "v1")["ttlMs"] == CACHE_TTL_MS
+
+
+def test_a_multi_round_retrys_result_is_never_to_be_cached() -> None:
+    rules = StatelessRules(server_info=SERVER_INFO)
+    assert rules.complete("resources/read", {"contents": []}, "v1", cacheable=False)["ttlMs"] == 0
+    reply = orjson.Fragment(b'{"contents":[]}')
+    assert rules.complete("resources/read", reply, "v1", cacheable=False)["ttlMs"] == 0
