@@ -4,15 +4,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx2
 import pytest
-from conftest import RunningGateway, StartGateway, make_config, make_token
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from conftest import RunningGateway, StartGateway, make_config
+from test_parity_2026 import sdk  # the SDK client in either era, as tenant acme
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,15 +19,6 @@ SERVER = [sys.executable, str(Path(__file__).with_name("ui_app_server.py"))]
 async def running(gateway: StartGateway) -> RunningGateway:
     return await gateway(make_config([{"name": "apps", "transport": "stdio", "command": SERVER},
                                       {"name": "bare", "transport": "stdio", "command": SERVER, "namespace": ""}]))
-
-
-@asynccontextmanager
-async def sdk(running: RunningGateway, mode: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {make_token('acme')}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        transport = streamable_http_client(running.url, http_client=http)
-        async with Client(transport, mode=mode, read_timeout_seconds=30) as client:  # type: ignore[arg-type]
-            yield client
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
