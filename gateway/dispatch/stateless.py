@@ -27,14 +27,11 @@ Handler = Callable[[Message, RequestContext], Awaitable[Any]]
 
 CACHE_TTL_MS = 5_000
 """How long a 2026 client may reuse a list or discover result. Short: a client that does not listen
-(subscriptions/listen) hears of no change, and the catalogue refreshes in the background."""
+(subscriptions/listen) hears of no change, and the catalogue refreshes in the background. Shorter
+when a 2026 backend allows its lists less (`StatelessRules._follow`)."""
 
 CACHE_SCOPE = "private"
 """Views are filtered per tenant, so no cache may share them across callers."""
-
-
-def no_hints() -> Iterable[int | None]:
-    return ()
 
 LIST_PAGES = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
 """Methods whose results the catalogue pre-encodes (gateway-built: no `_meta` of their own)."""
@@ -44,6 +41,11 @@ SELF_COMPLETING = frozenset({spec.TOOLS_CALL})
 
 REQUIRED_CLIENT_CAPABILITIES: Mapping[str, JsonObject] = {}
 """Method → the client capabilities it cannot be served without (none today)."""
+
+
+def no_hints() -> Iterable[int | None]:
+    """No backend gives a list ttlMs: the gateway's own CACHE_TTL_MS stands."""
+    return ()
 
 
 class StatelessRules:
