@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.listings import KINDS, OFFERED, SUBSCRIBE, Kind, Listed, usable_items
+from gateway.catalogue.listings import KINDS, OFFERED, SUBSCRIBE, TASKS_OFFER, Kind, Listed, usable_items
 from gateway.catalogue.merge import BackendSnapshot, Tool, VersionHash, combined_version, snapshot_version
 from gateway.config import BackendConfig
 from gateway.protocol import spec
+from gateway.protocol.capabilities import declares_tasks
 from gateway.upstream.base import JsonObject, Upstream, UpstreamError, subscribable
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class BackendLister:
         offers = frozenset(c for c in OFFERED if isinstance(declared.get(c), dict))
         if subscribable(declared):
             offers |= {SUBSCRIBE}
+        if declares_tasks(declared):
+            offers |= {TASKS_OFFER}
         lists: dict[str, tuple[Listed, ...]] = {}
         for kind in (k for k in KINDS if k.capability in offers):
             if kind.name in keep:

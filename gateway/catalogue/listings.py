@@ -52,6 +52,9 @@ OFFERED = ("prompts", "resources", "completions")
 """Server capabilities whose presence in a backend's initialize result the catalogue records."""
 SUBSCRIBE = "resources.subscribe"
 """Recorded too when a backend declared `resources: {subscribe: true}` (it serves resources/subscribe)."""
+TASKS_OFFER = "extensions.tasks"
+"""Recorded when a 2026 backend advertised the tasks extension in server/discover (upstream.base drops it
+from a handshake's capabilities: the extension does not apply there)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,10 @@ class TenantView:
             return None
         return resolve_uri(self.catalogue, self.policy, self.listing(RESOURCES), self.listing(TEMPLATES), uri)
 
+    def extends(self, offer: str) -> bool:
+        """Whether a backend this tenant uses offers `offer` (an extension, e.g. TASKS_OFFER: no globs filter it)."""
+        return any(self.catalogue.offers(b, offer) for b, _ in self.catalogue.order if self.policy.uses(b))
+
     def offers(self, capability: str) -> bool:
         """Whether this tenant is served `capability` (prompts, resources, completions).
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.listings import SUBSCRIBE
+from gateway.catalogue.listings import SUBSCRIBE, TASKS_OFFER
 from gateway.catalogue.refresher import CatalogueService
 from gateway.client_logs import LevelSetter
 from gateway.config import Config
@@ -24,6 +24,7 @@ from gateway.dispatch.prompts import PromptMethods
 from gateway.dispatch.resources import ResourceMethods
 from gateway.dispatch.stateless import StatelessRules
 from gateway.dispatch.subscriptions import Subscriptions
+from gateway.dispatch.tasks import TaskMethods
 from gateway.dispatch.tools import ToolMethods
 from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.logs import clip
@@ -88,6 +89,8 @@ class Dispatcher:
         table = dict(self._methods)
         if list_changed:  # 2026 clients hear of changes only on a listen stream
             table[spec.SUBSCRIPTIONS_LISTEN] = self.listeners.listen
+        relay_task = TaskMethods(forwarder=forwarder).relay  # the tasks extension: 2026 only
+        table.update((method, relay_task) for method in spec.TASK_METHODS)
         self._stateless_methods = self.stateless.methods(table, self._discover, self._catalogue_version)
 
     async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
@@ -137,7 +140,10 @@ class Dispatcher:
         }
 
     async def _discover(self, message: Message, ctx: RequestContext) -> JsonObject:
-        return self.stateless.discover(self.capabilities(ctx), INSTRUCTIONS, listen=self.list_changed)
+        capabilities = self.capabilities(ctx)
+        if self.catalogue.view(ctx.tenant).extends(TASKS_OFFER):  # relayed from its 2026 backends (dispatch.tasks)
+            capabilities["extensions"] = {spec.TASKS_EXTENSION: {}}
+        return self.stateless.discover(capabilities, INSTRUCTIONS, listen=self.list_changed)
 
     def capabilities(self, ctx: RequestContext) -> JsonObject:
         """What this tenant is served: prompts, resources and completions only when one of its backends has them.

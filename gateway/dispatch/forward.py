@@ -19,12 +19,13 @@ from gateway.client_logs import client_notifier
 from gateway.config import Backend, Config
 from gateway.errors import BackendError, FailureReason, InvalidParams
 from gateway.protocol import eras
+from gateway.protocol.capabilities import WITH_TASKS, declares_tasks
 from gateway.protocol.jsonrpc import JsonObject
 from gateway.protocol.request_state import InvalidState
 from gateway.relay import ClientRelay
 from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
-from gateway.upstream.modern import INPUT_REQUIRED
+from gateway.upstream.modern import INPUT_REQUIRED, TASK
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ class Forwarder:
     def backends(self) -> list[Backend]:
         return list(self._backends.values())
 
+    def knows(self, name: str) -> bool:
+        return name in self._backends
+
     def backend(self, name: str) -> Backend:
         """A configured backend (catalogue entries only name configured backends)."""
         return self._backends[name]
@@ -60,14 +64,18 @@ class Forwarder:
         One coroutine from here to the upstream: this is every tools/call's path. `params` is this
         call's own dict (a 2026 request's envelope keys leave its `_meta` here).
         """
+        flags = ctx.capabilities
         if ctx.envelope is not None:
             _without_envelope(params, ctx, backend.name)
+            declared = ctx.envelope.client_capabilities
+            if "extensions" in declared and ctx.states is not None and declares_tasks(declared):
+                flags = flags | WITH_TASKS  # the client's own declaration, on to the backend: handles can be sealed
         started = time.perf_counter()
         relay = ClientRelay(ctx, timeout=backend.timeout_seconds, metrics=self.metrics)  # the backend's questions
         try:
             reply = await self.pool.get(backend.name).request(
                 method, params, timeout=backend.timeout_seconds,
-                session_key=ctx.principal.tenant, capabilities=ctx.capabilities,
+                session_key=ctx.principal.tenant, capabilities=flags,
                 headers=_with_trace(upstream_headers(backend, ctx.tenant, ctx.principal), ctx.traceparent),
                 on_notification=client_notifier(ctx), on_request=relay,
             )
@@ -90,8 +98,11 @@ class Forwarder:
         result = reply.get("result")
         if not isinstance(result, dict):  # every MCP result is an object; anything else is garbage
             raise bad_reply(backend.name, ctx, f"{method} result is not an object")
-        if ctx.envelope is not None and result.get("resultType") == INPUT_REQUIRED:
-            _sealed(result, ctx, backend.name)
+        if ctx.envelope is not None and "resultType" in result:  # a 2026 backend's, passed on (upstream.modern)
+            if result["resultType"] == INPUT_REQUIRED:
+                _sealed(result, ctx, backend.name)
+            elif result["resultType"] == TASK:
+                _task_handle(result, ctx, backend.name)
         return result
 
 
@@ -137,6 +148,16 @@ def _sealed(result: JsonObject, ctx: RequestContext, backend: str) -> None:
     ctx.outcome = "input_required"
     if ctx.states is not None:  # None: no rounds here (stdio), the state goes as the backend made it
         result["requestState"] = ctx.states.wrap(backend, result.get("requestState"))
+
+
+def _task_handle(result: JsonObject, ctx: RequestContext, backend: str) -> None:
+    """A 2026 backend's CreateTaskResult goes to its client with the taskId inside the gateway's seal:
+    the handle names the backend and its taskId, and opens for this principal only (dispatch.tasks)."""
+    task_id = result.get("taskId")
+    if not isinstance(task_id, str) or ctx.states is None:
+        raise bad_reply(backend, ctx, "a task without a taskId")
+    ctx.outcome = "task"
+    result["taskId"] = ctx.states.task_handle(backend, task_id)
 
 
 def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:

@@ -3,9 +3,10 @@
 - Methods: the handshake-era ones minus those 2026 removed (`initialize`, `ping`, …), plus
   `server/discover`; any other is unknown (-32601).
 - Client capabilities: a method may need some (`REQUIRED_CLIENT_CAPABILITIES`); a request whose
-  own envelope lacks them gets -32021 naming them. None of today's methods needs one: a
-  backend's sampling, elicitation or roots request during a 2026 call is relayed in rounds
-  (transport.rounds) when the request declared it, and refused at once otherwise (relay.py).
+  own envelope lacks them gets -32021 naming them. Only the tasks extension's methods need one
+  (its declaration): a backend's sampling, elicitation or roots request during a 2026 call is
+  relayed in rounds (transport.rounds) when the request declared it, and refused at once otherwise
+  (relay.py).
 - Results: `resultType` and the gateway's serverInfo on every one, cache hints on list results.
   A list page the catalogue pre-encoded gets its 2026 form once per catalogue version, not per request.
 """
@@ -39,8 +40,9 @@ LIST_PAGES = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST,
 SELF_COMPLETING = frozenset({spec.TOOLS_CALL})
 """Methods whose handlers put their results in the 2026 form themselves, before encoding (`ToolMethods.call`)."""
 
-REQUIRED_CLIENT_CAPABILITIES: Mapping[str, JsonObject] = {}
-"""Method → the client capabilities it cannot be served without (none today)."""
+REQUIRED_CLIENT_CAPABILITIES: Mapping[str, JsonObject] = {
+    method: {"extensions": {spec.TASKS_EXTENSION: {}}} for method in spec.TASK_METHODS}
+"""Method → the client capabilities it cannot be served without: the tasks extension's methods, its declaration."""
 
 
 def no_hints() -> Iterable[int | None]:

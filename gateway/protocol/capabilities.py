@@ -22,6 +22,10 @@ SAMPLING_TOOLS: Final = "sampling.tools"
 ELICITATION_FORM: Final = "elicitation.form"
 ELICITATION_URL: Final = "elicitation.url"
 ROOTS: Final = "roots"
+TASKS: Final = "extensions.tasks"
+"""A 2026 request declared the tasks extension: never a session's flag (it has no meaning in a handshake), only
+what the gateway declares to a 2026 backend for that request (`for_backend`)."""
+WITH_TASKS: Final = frozenset({TASKS})
 
 ALL: Final = frozenset({SAMPLING, SAMPLING_CONTEXT, SAMPLING_TOOLS, ELICITATION_FORM, ELICITATION_URL, ROOTS})
 """Every flag: what the gateway declares to a backend it cannot tell clients apart on (stdio)."""
@@ -76,7 +80,15 @@ def for_backend(flags: Iterable[str]) -> dict[str, Any]:
         capabilities["elicitation"] = modes
     if ROOTS in flags:
         capabilities["roots"] = {}
+    if TASKS in flags:
+        capabilities["extensions"] = {spec.TASKS_EXTENSION: {}}
     return capabilities
+
+
+def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
+    """Whether client (or a 2026 backend's discover) capabilities declare the tasks extension."""
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, Mapping) and isinstance(extensions.get(spec.TASKS_EXTENSION), Mapping)
 
 
 def needed(method: str, params: Any) -> frozenset[str]:

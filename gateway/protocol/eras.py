@@ -33,8 +33,9 @@ REMOVED_METHODS = frozenset({spec.INITIALIZE, spec.PING, spec.LOGGING_SET_LEVEL,
                              spec.RESOURCES_UNSUBSCRIBE})
 """Handshake-era methods 2026-07-28 removed: unknown methods there (404, -32601)."""
 
-NAME_BEARING = {spec.TOOLS_CALL: "name", spec.PROMPTS_GET: "name", spec.RESOURCES_READ: "uri"}
-"""Methods whose `Mcp-Name` header repeats this param."""
+NAME_BEARING = {spec.TOOLS_CALL: "name", spec.PROMPTS_GET: "name", spec.RESOURCES_READ: "uri",
+                spec.TASKS_GET: "taskId", spec.TASKS_UPDATE: "taskId", spec.TASKS_CANCEL: "taskId"}
+"""Methods whose `Mcp-Name` header repeats this param (the tasks extension's: its taskId)."""
 
 CACHEABLE = frozenset({spec.SERVER_DISCOVER, spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST,
                        spec.RESOURCES_TEMPLATES_LIST, spec.RESOURCES_READ})
@@ -170,6 +171,10 @@ def stateless_capabilities(capabilities: Mapping[str, Any], *, listen: bool = Fa
     return out
 
 
+PASSED_RESULT_TYPES = frozenset({"input_required", "task"})
+"""A 2026 backend's result types the gateway passes on as they are (MRTR, the tasks extension)."""
+
+
 def completed(result: JsonObject, server_info: Any, *, in_place: bool = False) -> JsonObject:
     """A result as 2026 sends it: `resultType` complete, who answered merged into its own `_meta`.
 
@@ -178,7 +183,7 @@ def completed(result: JsonObject, server_info: Any, *, in_place: bool = False) -
     """
     meta = result.get("_meta")
     done = result if in_place else dict(result)
-    if done.get("resultType") != "input_required":  # a 2026 backend's, passed through
+    if done.get("resultType") not in PASSED_RESULT_TYPES:  # a 2026 backend's, passed through
         done["resultType"] = "complete"
     done["_meta"] = {**meta, spec.SERVER_INFO_KEY: server_info} if isinstance(meta, dict) else {
         spec.SERVER_INFO_KEY: server_info}

@@ -9,6 +9,11 @@ principal (a keyed digest of tenant and subject), the method, the called name or
 the arguments and an expiry; the tag is HMAC-SHA256 over `v1.<payload>` with the
 gateway's key. Every mismatch gets the official SDK's frozen answer, -32602 "Invalid or expired
 requestState"; the real reason is for the log only (`InvalidState.reason`).
+
+A task handle (the tasks extension) is sealed the same way with another prefix, `t1.`, so neither
+passes for the other: it names a 2026 backend and that backend's taskId, bound to the tenant and the
+principal digest. It has no expiry of its own (the backend's task has its ttlMs); anything that does
+not open as this caller's handle is -32602 "Unknown task", as a backend answers an unknown taskId.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from gateway.errors import InvalidParams
 from gateway.protocol import spec
 
 VERSION = "v1"
+TASK_VERSION = "t1"
+UNKNOWN_TASK = "Unknown task"
 INVALID_STATE = "Invalid or expired requestState"
 """The SDK's wire message for every refused state (mcp/server/request_state.py `_reject`)."""
 INPUT_METHODS = frozenset({spec.TOOLS_CALL, spec.PROMPTS_GET, spec.RESOURCES_READ})
@@ -65,6 +72,22 @@ class Passed:
 
     backend: str
     state: Any
+
+
+class UnknownTask(InvalidParams):
+    """A task handle that is not this caller's: forged, altered, another principal's or tenant's."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(UNKNOWN_TASK)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """What a task handle names: the 2026 backend that made the task, and its own taskId."""
+
+    backend: str
+    task_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +153,33 @@ class StateSeal:
             raise InvalidState("another request (method, name or arguments)")
         return ref
 
-    def _key_for(self, signed: str, tag: str) -> bytes:
+    def seal_task(self, ref: TaskRef, principal: Principal) -> str:
+        """A task handle for `principal`: the backend and its taskId, bound to the tenant and the principal."""
+        key = self.keys[0]
+        claims = {"b": ref.backend, "i": ref.task_id, "n": principal[0], "p": _principal(key, principal)}
+        signed = f"{TASK_VERSION}.{_b64(orjson.dumps(claims))}"
+        return f"{signed}.{_b64(_tag(key, signed))}"
+
+    def open_task(self, handle: Any, principal: Principal) -> TaskRef:
+        """The task a handle names, once its tag and its tenant and principal are checked; UnknownTask otherwise."""
+        if not isinstance(handle, str) or len(handle) > MAX_STATE_CHARS:
+            raise UnknownTask("not a string, or too long")
+        signed, _, tag = handle.rpartition(".")
+        try:
+            key = self._key_for(signed, tag, TASK_VERSION)
+            claims = orjson.loads(_unb64(signed.partition(".")[2]))
+            ref = TaskRef(claims["b"], claims["i"])
+        except InvalidState as exc:
+            raise UnknownTask(exc.reason) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UnknownTask("malformed") from exc
+        if claims.get("n") != principal[0] or claims.get("p") != _principal(key, principal):
+            raise UnknownTask("another tenant or principal")
+        return ref
+
+    def _key_for(self, signed: str, tag: str, version: str = VERSION) -> bytes:
         """The key whose tag this is (compared in constant time); InvalidState when none is."""
-        if not signed.startswith(f"{VERSION}."):
+        if not signed.startswith(f"{version}."):
             raise InvalidState("unknown format")
         try:
             given = _unb64(tag)
@@ -146,7 +193,8 @@ class StateSeal:
 
 class StateScope:
     """One 2026 request's sealed states: a backend's InputRequiredResult gets its `requestState` sealed
-    for this client (bound as a round's is), and a retry carries the `Passed` state it opened, if any."""
+    for this client (bound as a round's is), and a retry carries the `Passed` state it opened, if any;
+    a backend's task is handed out, and asked about, by handles sealed for this principal."""
 
     __slots__ = ("method", "params", "passed", "principal", "seal")
 
@@ -157,6 +205,14 @@ class StateScope:
     def wrap(self, backend: str, state: Any) -> str:
         """The backend's state inside the gateway's seal (the binding is made only now: most calls never need it)."""
         return self.seal.seal(Passed(backend, state), Binding.of(self.principal, self.method, self.params))
+
+    def task_handle(self, backend: str, task_id: str) -> str:
+        """A 2026 backend's taskId as this client gets it: a handle only this principal can open."""
+        return self.seal.seal_task(TaskRef(backend, task_id), self.principal)
+
+    def task(self, handle: Any) -> TaskRef:
+        """The task a client's handle names (UnknownTask, -32602, when it is not this principal's)."""
+        return self.seal.open_task(handle, self.principal)
 
 
 def _tag(key: bytes, signed: str) -> bytes:

@@ -86,6 +86,13 @@ SERVER_DISCOVER: Final = "server/discover"
 """2026-07-28: replaces the initialize handshake."""
 SUBSCRIPTIONS_LISTEN: Final = "subscriptions/listen"
 """2026-07-28: the one stream that carries change notifications."""
+TASKS_GET: Final = "tasks/get"
+TASKS_UPDATE: Final = "tasks/update"
+TASKS_CANCEL: Final = "tasks/cancel"
+TASK_METHODS: Final = frozenset({TASKS_GET, TASKS_UPDATE, TASKS_CANCEL})
+"""2026-07-28, the tasks extension's methods (`tasks/result` and `tasks/list` are gone there)."""
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The extension's id, in `capabilities.extensions` of discover and of a request's clientCapabilities."""
 
 SAMPLING_CREATE_MESSAGE: Final = "sampling/createMessage"
 """Server to client: ask the client's model."""
@@ -121,7 +128,7 @@ KNOWN_METHODS: Final = frozenset({
     INITIALIZE, PING, TOOLS_LIST, TOOLS_CALL, PROMPTS_LIST, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ,
     RESOURCES_TEMPLATES_LIST, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE, COMPLETION_COMPLETE, LOGGING_SET_LEVEL,
     SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, INITIALIZED, CANCELLED, PROGRESS, ROOTS_LIST_CHANGED,
-    TOOLS_LIST_CHANGED,
+    TOOLS_LIST_CHANGED, TASKS_GET, TASKS_UPDATE, TASKS_CANCEL,
 })
 """Methods a client may send, named in metrics; any other becomes `other` so labels stay bounded."""
 

@@ -95,6 +95,8 @@ class McpEndpoint:
                     # (not opened early for progress: the round's in-flight slot, or 429, comes first)
                     return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
                 ctx.states = self.rounds.scope(message, ctx)  # a 2026 backend's requestState is sealed for its client
+            elif self.rounds is not None and message.method in spec.TASK_METHODS:
+                ctx.states = self.rounds.scope(message, ctx)  # task handles open with the same seal
             ctx.channel, run = channel, self.stateless.run
         else:
             if isinstance(data, list):

@@ -216,7 +216,13 @@ def server_capabilities(reply: JsonObject) -> JsonObject:
     """The capabilities of an `initialize` reply ({} when it has none that is an object)."""
     result = reply.get("result")
     capabilities = result.get("capabilities") if isinstance(result, dict) else None
-    return capabilities if isinstance(capabilities, dict) else {}
+    if not isinstance(capabilities, dict):
+        return {}
+    extensions = capabilities.get("extensions")
+    if isinstance(extensions, dict) and spec.TASKS_EXTENSION in extensions:  # a 2026 extension: not in a session
+        rest = {name: value for name, value in extensions.items() if name != spec.TASKS_EXTENSION}
+        capabilities = {**capabilities, "extensions": rest}
+    return capabilities
 
 
 def answer_backend_request(message: JsonObject, why: str = "it belongs to no request of the gateway") -> JsonObject:

@@ -28,7 +28,7 @@ import structlog
 from multidict import CIMultiDict
 
 from gateway.errors import FailureReason
-from gateway.protocol.capabilities import NONE, RELAYED_METHODS
+from gateway.protocol.capabilities import NONE, RELAYED_METHODS, TASKS, WITH_TASKS
 from gateway.protocol.spec import (
     CANCELLED,
     INITIALIZE,
@@ -196,6 +196,8 @@ class HttpUpstream(HttpEras):
         session = self._sessions.get(key)
         if session is not None:  # the usual case, without a lock or a coroutine more
             return session
+        if TASKS in key[1]:  # a 2026 client's tasks extension has no meaning in a session: not declared there
+            return await self._ready_session((key[0], key[1] - WITH_TASKS), headers)
         try:
             async with self._handshake_locks.setdefault(key, asyncio.Lock()):
                 return self._sessions.get(key) or await self._handshake(key, headers)

@@ -26,7 +26,7 @@ from multidict import CIMultiDict
 from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
 from gateway.protocol import spec
-from gateway.protocol.capabilities import NONE
+from gateway.protocol.capabilities import NONE, TASKS
 from gateway.upstream.base import JsonObject, UpstreamError, handshake_params
 from gateway.upstream.http_body import Refused
 from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
@@ -160,4 +160,4 @@ class HttpEras:
             return await self._call(session, method, sent, routed, handlers)
 
         envelope = self._wire.envelope(params, answering(handlers[1], key[1]), logs=handlers[0] is not None)
-        return self._wire.received(method, await settle(send, envelope, handlers[1]))
+        return self._wire.received(method, await settle(send, envelope, handlers[1]), tasks=TASKS in key[1])

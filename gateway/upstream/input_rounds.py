@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from gateway.protocol import spec
-from gateway.protocol.capabilities import RELAYED_METHODS
+from gateway.protocol.capabilities import RELAYED_METHODS, TASKS, WITH_TASKS
 from gateway.upstream.base import JsonObject, RequestHandler
 from gateway.upstream.modern import is_input_required
 
@@ -66,9 +66,11 @@ async def settle(send: Send, params: JsonObject, on_request: RequestHandler | No
 
 def answering(on_request: RequestHandler | None, flags: frozenset[str]) -> frozenset[str]:
     """What a 2026 backend may ask the call's client: its own declaration when it answers
-    InputRequiredResult itself, else the relayable `flags` of its session."""
+    InputRequiredResult itself, else the relayable `flags` of its session; and the tasks extension
+    when the forwarder relays tasks for this call."""
     if getattr(on_request, "passes_input_required", False):
-        return frozenset(getattr(on_request, "declared", flags))
+        own = frozenset(getattr(on_request, "declared", flags))
+        return own | WITH_TASKS if TASKS in flags else own  # the forwarder decided the tasks extension
     return flags
 
 

@@ -9,8 +9,10 @@ reach a backend (the forwarder removes them; here they are dropped again, as def
 What comes back is made to look like a handshake-era reply, so the layers above need not know
 the backend's era: `resultType` and the backend's serverInfo go; the list results' cache hints
 (`ttlMs`) are kept per method in `ttl_ms` (the catalogue's refresh honours them) and removed.
-A `resultType: "task"` reply is refused: the gateway never declares the tasks extension, so a
-backend that sends one broke the protocol, and no client may get a task it did not ask for.
+A `resultType: "task"` reply to a tools/call is passed on only when the request declared the tasks
+extension (the client's own declaration, forwarded: `capabilities.TASKS`); to any other it is refused,
+as the backend broke the protocol and no client may get a task it did not ask for. The tasks
+extension's own replies (tasks/get, …) are passed on as they are: a task's `ttlMs` is its own.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ MODERN_VERSION: Final = spec.MODERN_VERSIONS[-1]
 """The version the gateway speaks to 2026 backends."""
 INPUT_REQUIRED: Final = "input_required"
 TASK: Final = "task"
-NAMED = {spec.TOOLS_CALL: "name", spec.PROMPTS_GET: "name", spec.RESOURCES_READ: "uri"}
+NAMED = {spec.TOOLS_CALL: "name", spec.PROMPTS_GET: "name", spec.RESOURCES_READ: "uri",
+         spec.TASKS_GET: "taskId", spec.TASKS_UPDATE: "taskId", spec.TASKS_CANCEL: "taskId"}
 """Methods whose `Mcp-Name` header repeats this param."""
 LISTS = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
 CONNECTION_KEYS = (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY, spec.CLIENT_INFO_KEY, spec.LOG_LEVEL_KEY)
@@ -74,16 +77,21 @@ class ModernWire:
                 headers.update(param_headers(annotated, arguments))
         return headers
 
-    def received(self, method: str, reply: JsonObject) -> JsonObject:
-        """The reply as a handshake-era backend would give it (see the module docstring)."""
+    def received(self, method: str, reply: JsonObject, *, tasks: bool = False) -> JsonObject:
+        """The reply as a handshake-era backend would give it (see the module docstring); `tasks`: the
+        request declared the tasks extension."""
         result = reply.get("result")
         if not isinstance(result, dict):
             return reply
         if result.get("resultType") == INPUT_REQUIRED:
             return reply  # passed through to a 2026 client (input_rounds.settle), as the backend made it
         if result.get("resultType") == TASK:
+            if tasks and method == spec.TOOLS_CALL:
+                return reply  # its taskId becomes the gateway's handle (dispatch.forward)
             error = {"code": spec.INTERNAL_ERROR, "message": "Backend returned a task the gateway did not ask for"}
             return {"jsonrpc": "2.0", "id": reply.get("id"), "error": error}
+        if method in spec.TASK_METHODS:
+            return reply
         if method in LISTS:
             self._learn(method, result)
         reply["result"] = plain(result)  # the reply was decoded for this request alone

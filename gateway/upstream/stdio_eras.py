@@ -19,7 +19,7 @@ import structlog
 
 from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
-from gateway.protocol.capabilities import ALL
+from gateway.protocol.capabilities import ALL, TASKS
 from gateway.protocol.spec import INITIALIZE, INITIALIZED, SERVER_DISCOVER
 from gateway.upstream.base import (
     JsonObject,
@@ -99,4 +99,4 @@ class StdioEras:
             return await self._call(process, method, sent, timeout, handlers)
 
         envelope = self._wire.envelope(params, answering(handlers[1], flags), logs=handlers[0] is not None)
-        return self._wire.received(method, await settle(send, envelope, handlers[1]))
+        return self._wire.received(method, await settle(send, envelope, handlers[1]), tasks=TASKS in flags)
