@@ -9,7 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.protocol.request_state import INVALID_STATE, Binding, InvalidState, Passed, RoundRef, StateScope, StateSeal
+from gateway.protocol.request_state import (
+    INVALID_STATE,
+    UNKNOWN_TASK,
+    Binding,
+    InvalidState,
+    Passed,
+    RoundRef,
+    StateScope,
+    StateSeal,
+    TaskRef,
+    UnknownTask,
+)
 
 KEY, OTHER_KEY = b"k" * 32, b"o" * 32
 REF = RoundRef("round-1", 2, "replica-a")
@@ -90,3 +101,49 @@ def test_a_key_ring_opens_what_any_of_its_keys_sealed_and_seals_with_the_first()
     assert ring.open(old, CALL, now=NOW) == REF
     assert StateSeal([KEY], 60).open(sealed(ring), CALL, now=NOW) == REF
     assert refusal(old).startswith("bad tag")  # sealed with a key this seal does not know
+
+
+# ---------------------------------------------------------------- task handles
+
+TASK = TaskRef("web", "backend-task-1")
+ALICE = ("acme", "alice")
+
+
+def unknown_task(handle: object, principal: tuple[str, str] = ALICE, seal: StateSeal | None = None) -> str:
+    with pytest.raises(UnknownTask) as refused:
+        (seal or StateSeal([KEY], 60)).open_task(handle, principal)
+    assert (refused.value.code, refused.value.message) == (-32602, UNKNOWN_TASK)  # as a backend's unknown taskId
+    return refused.value.reason
+
+
+def test_a_task_handle_opens_to_its_task_for_its_principal_only() -> None:
+    seal = StateSeal([KEY], 60)
+    handle = seal.seal_task(TASK, ALICE)
+    assert handle.startswith("t1.") and seal.open_task(handle, ALICE) == TASK
+    assert StateSeal([OTHER_KEY, KEY], 60).open_task(handle, ALICE) == TASK  # an older key still opens it
+    assert unknown_task(handle, ("acme", "mallory")) == "another tenant or principal"
+    assert unknown_task(handle, ("beta", "alice")) == "another tenant or principal"
+    assert unknown_task(handle, seal=StateSeal([OTHER_KEY], 60)).startswith("bad tag")
+
+
+def test_a_task_handle_and_a_request_state_never_pass_for_each_other() -> None:
+    seal = StateSeal([KEY], 60)
+    state = seal.seal(Passed("web", "backend-task-1"), CALL, now=NOW)
+    assert unknown_task(state) == "unknown format"
+    handle = seal.seal_task(TASK, ALICE)
+    assert refusal(handle) == "unknown format"
+    assert refusal("v1" + handle[2:]).startswith("bad tag")  # the prefix is signed too
+
+
+@given(st.text(max_size=80) | st.integers() | st.none())
+def test_anything_else_is_an_unknown_task(junk: object) -> None:
+    unknown_task(junk)
+
+
+def test_an_altered_task_handle_is_an_unknown_task() -> None:
+    handle = StateSeal([KEY], 60).seal_task(TASK, ALICE)
+    head, payload, tag = handle.split(".")
+    claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["i"] = "someone-elses-task"
+    forged = base64.urlsafe_b64encode(orjson.dumps(claims)).rstrip(b"=").decode()
+    assert unknown_task(f"{head}.{forged}.{tag}").startswith("bad tag")

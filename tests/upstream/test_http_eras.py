@@ -3,7 +3,7 @@
 Finding the era (handshake first, then server/discover), keeping it, finding it again when the
 backend restarts as the other era; what a 2026 request carries (the gateway's envelope, routing
 headers, no session, none of the client's connection keys); what comes back (2026-only fields
-gone, cache hints learned, no task); and InputRequiredResult rounds answered through `on_request`.
+gone, cache hints learned, a task only when declared); and InputRequiredResult rounds answered through `on_request`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from gateway.protocol.capabilities import WITH_TASKS as TASKS
 from gateway.upstream import HttpUpstream, UpstreamError
-from gateway.upstream.base import Answer, JsonObject
+from gateway.upstream.base import Answer, JsonObject, server_capabilities
 from gateway.upstream.input_rounds import MAX_ROUNDS
 
 MODERN = "2026-07-28"
@@ -132,8 +133,36 @@ async def test_a_2026_reply_loses_its_2026_fields_and_its_cache_hint_is_learned(
 async def test_a_task_the_gateway_did_not_ask_for_is_refused(
         fake: EraFake, make: Callable[..., Awaitable[HttpUpstream]]) -> None:
     fake.result = lambda body: {"resultType": "task", "taskId": "t1", "status": "working"}
-    reply = await call(await make(fake.url))
+    reply = await call(await make(fake.url), capabilities=frozenset({"sampling"}))
     assert reply["error"]["code"] == -32603 and "task" in reply["error"]["message"]
+    assert "extensions" not in fake.posts[-1][1]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+
+
+async def test_a_declared_task_comes_back_as_the_backend_made_it_and_tasks_get_names_its_task(
+        fake: EraFake, make: Callable[..., Awaitable[HttpUpstream]]) -> None:
+    created = {"resultType": "task", "taskId": "b-1", "status": "working", "ttlMs": 60_000,
+               "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z"}
+    fake.result = lambda body: created if body["method"] == "tools/call" else {
+        **created, "resultType": "complete", "status": "completed", "result": {"content": []}}
+    upstream = await make(fake.url)
+    assert (await call(upstream, capabilities=TASKS))["result"] == created
+    declared = fake.posts[-1][1]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert declared == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    got = await upstream.request("tasks/get", {"taskId": "b-1"}, timeout=10, capabilities=TASKS)
+    assert got["result"]["ttlMs"] == 60_000 and got["result"]["status"] == "completed"  # the task's own ttlMs
+    headers, body = fake.posts[-1]
+    assert headers["Mcp-Method"] == "tasks/get" and headers["Mcp-Name"] == "b-1" and body["params"]["taskId"] == "b-1"
+
+
+async def test_a_handshake_session_is_never_told_of_the_tasks_extension(
+        fake: EraFake, make: Callable[..., Awaitable[HttpUpstream]]) -> None:
+    fake.era = "handshake"
+    upstream = await make(fake.url, "handshake")
+    await call(upstream, capabilities=frozenset({"sampling"}) | TASKS)
+    await call(upstream, capabilities=frozenset({"sampling"}))
+    initializes = [body for _, body in fake.posts if body.get("method") == "initialize"]
+    assert len(initializes) == 1  # one session for both: the extension does not key it
+    assert initializes[0]["params"]["capabilities"] == {"sampling": {}}
 
 
 async def test_a_pinned_handshake_backend_is_never_asked_for_discover(
@@ -228,3 +257,10 @@ async def test_a_2026_clients_call_gets_the_input_required_result_as_the_backend
     meta = fake.posts[-1][1]["params"]["_meta"]
     assert meta["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {"form": {}}}
     assert fake.methods().count("tools/call") == 1
+
+
+def test_a_handshake_never_offers_the_tasks_extension() -> None:
+    """It applies at 2026-07-28 only: a backend in a session is never relayed tasks, so its offer is dropped."""
+    extensions = {"io.modelcontextprotocol/tasks": {}, "x.y/z": {}}
+    reply = {"result": {"capabilities": {"tools": {}, "extensions": extensions}}}
+    assert server_capabilities(reply) == {"tools": {}, "extensions": {"x.y/z": {}}}
