@@ -16,12 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
 from gateway.dispatch.forward import Forwarder
 from gateway.errors import MethodNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.request_state import UnknownTask
 from gateway.tenancy import RequestContext
+
+log = structlog.get_logger("gateway.dispatch")
 
 
 class TaskMethods:
@@ -35,10 +39,14 @@ class TaskMethods:
             raise MethodNotFound(f"Method not found: {message.method}")
         params = message.params or {}
         handle = params.get("taskId")
-        ref = ctx.states.task(handle)
-        uses = ctx.tenant.backends
-        if not self.forwarder.knows(ref.backend) or ("*" not in uses and ref.backend not in uses):
-            raise UnknownTask("its backend is gone, or no longer the tenant's")
+        try:
+            ref = ctx.states.task(handle)
+            uses = ctx.tenant.backends
+            if not self.forwarder.knows(ref.backend) or ("*" not in uses and ref.backend not in uses):
+                raise UnknownTask("its backend is gone, or no longer the tenant's")
+        except UnknownTask as exc:
+            log.info("task_handle_refused", reason=exc.reason, request_id=ctx.request_id)  # the client hears -32602
+            raise
         ctx.backend = ref.backend
         backend = self.forwarder.backend(ref.backend)
         forward = {**params, "taskId": ref.task_id}

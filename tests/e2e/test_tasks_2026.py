@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx2
 import pytest
 from backend_fixtures import RunningBackend, start_http_backend
 from conftest import RunningGateway, StartGateway, http_backend_config, make_config, make_token, stdio_backend
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from stateless_client import MCP_HEADERS, StatelessClient
 
 pytestmark = pytest.mark.timeout(90)
@@ -169,6 +172,19 @@ async def test_a_client_that_does_not_declare_tasks_never_gets_one(
         assert status == 400 and body["error"]["code"] == -32021, body
         assert body["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
     assert len(seen(backend)) == before
+
+
+async def test_the_sdk_client_which_takes_no_tasks_gets_its_results_in_place(running: RunningGateway) -> None:
+    """The official SDK 2.3.0 client (`mode="auto"`, at 2026) has no tasks: it never declares them, never gets one."""
+    headers = {"Authorization": f"Bearer {make_token('acme')}"}
+    async with (httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
+                Client(streamable_http_client(running.url, http_client=http), mode="auto") as client):
+        assert client.protocol_version == "2026-07-28"
+        assert TASKS in (client.server_capabilities.extensions or {})  # offered; the SDK does not take it up
+        assert {"t__slow", "t__confirm", "t__add"} <= {tool.name for tool in (await client.list_tools()).tools}
+        slow = await client.call_tool("t__slow", {"steps": 1})
+        assert slow.content[0].text == "report ready at once"  # type: ignore[union-attr]
+        assert (await client.call_tool("t__add", {"a": 2, "b": 3})).structured_content == {"result": 5}
 
 
 async def test_removed_task_methods_are_unknown(raw: StatelessClient) -> None:
