@@ -174,6 +174,20 @@ async def test_a_client_that_does_not_declare_tasks_never_gets_one(
     assert len(seen(backend)) == before
 
 
+async def test_any_replica_with_the_key_serves_a_handle_and_none_without_it(
+        backend: RunningBackend, gateway: StartGateway, http: aiohttp.ClientSession) -> None:
+    """Nothing is held for a task: a replica sharing the key (`mrtr.secret`, or Redis's) opens its handles."""
+    def replica(secret: str) -> Any:
+        return gateway(make_config([http_backend_config("t", backend.url, protocol="2026")], mrtr={"secret": secret}))
+    first, second, stranger = [await replica(secret) for secret in ("k" * 32, "k" * 32, "s" * 32)]
+    made_here = StatelessClient(http, first.url, make_token("acme"))
+    handle = (await create(made_here, "t__slow", {"steps": 1}))["taskId"]
+    polled_there = StatelessClient(http, second.url, make_token("acme"))
+    assert (await until(polled_there, handle, "completed"))["taskId"] == handle
+    status, body = await task(StatelessClient(http, stranger.url, make_token("acme")), "tasks/get", handle)
+    assert status == 400 and body["error"]["message"] == "Unknown task"
+
+
 async def test_the_sdk_client_which_takes_no_tasks_gets_its_results_in_place(running: RunningGateway) -> None:
     """The official SDK 2.3.0 client (`mode="auto"`, at 2026) has no tasks: it never declares them, never gets one."""
     headers = {"Authorization": f"Bearer {make_token('acme')}"}
