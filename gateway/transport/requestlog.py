@@ -146,7 +146,9 @@ def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals,
             seconds = time.perf_counter() - started
             if rpc:
                 metrics.inflight_add(-1)
-            ctx, principal = request.get(CONTEXT), request.get(PRINCIPAL)
+            # popped by its last reader: the context holds the channel that holds the request, a cycle
+            # that would keep them all (and the parsed body) alive until the next garbage collection
+            ctx, principal = request.pop(CONTEXT, None), request.get(PRINCIPAL)
             outcome = outcome_of(ctx, status)
             if path == mcp_path:
                 _count(request, ctx, principal, metrics, totals, rpc, outcome, status, seconds)
