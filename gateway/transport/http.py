@@ -36,7 +36,8 @@ from gateway.tenancy import Principal, RequestContext
 from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
 from gateway.transport.credentials import HttpCredentials
 from gateway.transport.exchange import Caller, Exchange
-from gateway.transport.modern import StatelessChannel, StatelessRequests, error_reply, reply_status
+from gateway.protocol.eras import Envelope
+from gateway.transport.modern import StatelessRequests, error_reply, no_back_channel, reply_status, wanted
 from gateway.transport.requestlog import CONTEXT, PRINCIPAL, REQUEST_ID, TRACEPARENT, stream_headers
 from gateway.transport.rounds import Rounds
 from gateway.transport.sessions import Session, SessionStore
@@ -89,15 +90,15 @@ class McpEndpoint:
             admitted = self._stateless_request(request, caller, data)
             if not isinstance(admitted, tuple):  # not a web.Response test: that is an ABC's, in Python
                 return admitted
-            message, ctx, stream, channel = admitted
+            message, ctx, stream = admitted
             if self.rounds is not None and message.method in INPUT_METHODS:
                 if self.rounds.applies(message, ctx):  # its backend may ask its client, or a retry
                     # (not opened early for progress: the round's in-flight slot, or 429, comes first)
-                    return await _stateless_reply(stream, await self.rounds.handle(message, ctx, channel))
+                    return await _stateless_reply(stream, await self.rounds.handle(message, ctx, stream))
                 ctx.states = self.rounds.scope(message, ctx)  # a 2026 backend's requestState is sealed for its client
             elif self.rounds is not None and message.method in spec.TASK_METHODS:
                 ctx.states = self.rounds.scope(message, ctx)  # task handles open with the same seal
-            ctx.channel, run = channel, self.stateless.run
+            ctx.channel, run = stream, self.stateless.run
         else:
             if isinstance(data, list):
                 return await self._post_batch(request, caller, data)
@@ -141,7 +142,7 @@ class McpEndpoint:
         return _json(replies) if replies else web.Response(status=202)
 
     def _stateless_request(self, request: web.Request, caller: Caller,
-                           data: Any) -> tuple[Message, RequestContext, PostStream, StatelessChannel] | web.Response:
+                           data: Any) -> tuple[Message, RequestContext, PostStream] | web.Response:
         """A 2026-07-28 request admitted without a session, or the reply it gets at once: a refusal with its
         own HTTP status, or 202 for a notification."""
         traceparent = request[TRACEPARENT]
@@ -155,8 +156,7 @@ class McpEndpoint:
         request[CONTEXT] = ctx
         if ctx.traceparent is not traceparent:  # _meta's: the log line shows the trace the backends continue
             request[TRACEPARENT] = ctx.traceparent  # type: ignore[assignment]
-        stream = PostStream(request, self.exchange.asks, "")
-        return message, ctx, stream, StatelessChannel(stream, ctx.envelope)
+        return message, ctx, PostStream(request, self.exchange.asks, "", ctx.envelope)
 
     # ---------------------------------------------------------------- GET and DELETE
 
@@ -242,13 +242,16 @@ class PostStream(ClientChannel):
 
     The first notification or request for the client turns the reply into an SSE stream that
     carries them, then the response, then ends (spec: a POST may answer with a stream).
+    A 2026 request's (its `envelope` given) carries only its progress and the log messages it
+    asked for (`modern.wanted`), and never a request of ours.
     """
 
-    __slots__ = ("_lock", "_response", "request")
+    __slots__ = ("_lock", "_response", "envelope", "request")
 
-    def __init__(self, request: web.Request, pending: PendingAsks, client: str) -> None:
+    def __init__(self, request: web.Request, pending: PendingAsks, client: str,
+                 envelope: Envelope | None = None) -> None:
         self.pending, self.client = pending, client  # ClientChannel's, set here: one made per request
-        self.request = request
+        self.request, self.envelope = request, envelope
         self._response: web.StreamResponse | None = None
         self._lock: asyncio.Lock | None = None
 
@@ -268,6 +271,15 @@ class PostStream(ClientChannel):
                 await response.write(encode_event(jsonrpc.dumps(message)))
             except ConnectionError as exc:
                 raise ChannelClosed("the client closed the stream") from exc
+
+    async def notify(self, message: JsonObject) -> None:
+        if self.envelope is None or wanted(message, self.envelope):
+            await self.send(message)
+
+    async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
+        if self.envelope is not None:  # a call that may ask a 2026 client runs in rounds (transport.rounds)
+            raise no_back_channel(method)
+        return await super().ask(method, params, timeout=timeout)
 
     async def keepalive(self) -> None:
         response = await self.open()

@@ -9,9 +9,9 @@ duplicated routing header -32020; the envelope and the headers that repeat it
 -32020. What passes becomes a request context of its own: the client's capabilities and log
 level come from this request's `_meta`, never from an earlier one.
 
-The request's channel (`StatelessChannel`) carries its progress and, at or above its logLevel
-only, its log messages; never a server-to-client request, which 2026 forbids: what a backend
-asks such a client becomes a multi-round trip instead (transport.rounds).
+The request's channel (the transport's, told the envelope) carries its progress and, at or above
+its logLevel only, its log messages (`wanted`); never a server-to-client request, which 2026
+forbids: what a backend asks such a client becomes a multi-round trip instead (transport.rounds).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from gateway.protocol.eras import Envelope
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
 from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch, routing
 from gateway.tenancy import RequestContext
-from gateway.transport.channel import ChannelClosed, ClientChannel
+from gateway.transport.channel import ChannelClosed
 from gateway.transport.exchange import Caller, Exchange
 
 
@@ -123,30 +123,15 @@ def reply_status(reply: JsonObject) -> int:
     return eras.http_status(error.get("code")) if isinstance(error, dict) else 200
 
 
-class StatelessChannel(ClientChannel):
-    """A 2026 request's way back, over the transport's own: its progress and wanted log messages only."""
+def wanted(message: JsonObject, envelope: Envelope) -> bool:
+    """Whether a notification goes to a 2026 client: its progress, and log messages only when it asked
+    for them, at its level or above."""
+    if message.get("method") != spec.MESSAGE:
+        return True
+    params = message.get("params")
+    return isinstance(params, dict) and envelope.logs(params.get("level"))
 
-    __slots__ = ("envelope", "inner")
 
-    def __init__(self, inner: ClientChannel, envelope: Envelope | None) -> None:
-        self.pending, self.client = inner.pending, inner.client  # ClientChannel's, set here without a call
-        self.inner, self.envelope = inner, envelope
-
-    async def send(self, message: JsonObject) -> None:
-        await self.inner.send(message)
-
-    async def keepalive(self) -> None:
-        await self.inner.keepalive()
-
-    async def notify(self, message: JsonObject) -> None:
-        if message.get("method") == spec.MESSAGE and not self._wants_log(message):
-            return  # 2026: log messages only to a request that asked for them, at its level or above
-        await self.inner.notify(message)
-
-    def _wants_log(self, message: JsonObject) -> bool:
-        params = message.get("params")
-        return self.envelope is not None and isinstance(params, dict) and self.envelope.logs(params.get("level"))
-
-    async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
-        # A call that may be asked something runs in rounds (transport.rounds), on a RoundChannel instead.
-        raise NoBackChannel(f"{method} cannot reach a 2026-07-28 client: it takes no server-to-client requests")
+def no_back_channel(method: str) -> NoBackChannel:
+    """What asking a 2026 client something raises: a call that may ask runs in rounds (transport.rounds)."""
+    return NoBackChannel(f"{method} cannot reach a 2026-07-28 client: it takes no server-to-client requests")

@@ -1,23 +1,26 @@
-"""gateway.transport.modern.StatelessChannel: a 2026 request's progress and wanted logs, never a request of ours."""
+"""A 2026 request's channel (transport.http.PostStream told its envelope): its progress and wanted logs,
+never a request of ours."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from gateway.protocol.eras import Envelope
-from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
-from gateway.transport.modern import NoBackChannel, StatelessChannel
+from gateway.transport.channel import ChannelClosed, PendingAsks
+from gateway.transport.http import PostStream
+from gateway.transport.modern import NoBackChannel
 
 
-class ListChannel(ClientChannel):
-    """The transport's own channel, whose client is this test: sent messages are kept in a list."""
+class ListStream(PostStream):
+    """A POST's channel whose client is this test: what would go on the stream is kept in a list."""
 
     __slots__ = ("sent",)
 
-    def __init__(self) -> None:
-        super().__init__(PendingAsks(), "")
+    def __init__(self, envelope: Envelope | None) -> None:
+        super().__init__(None, PendingAsks(), "", envelope)  # type: ignore[arg-type]  # no HTTP request: send is ours
         self.sent: list[dict[str, Any]] = []
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -32,25 +35,39 @@ PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pr
 
 
 async def test_progress_goes_through_and_logs_only_at_or_above_the_requests_level() -> None:
-    inner = ListChannel()
-    channel = StatelessChannel(inner, Envelope("2026-07-28", {}, log_level="warning"))
+    channel = ListStream(Envelope("2026-07-28", {}, log_level="warning"))
     for message in (PROGRESS, log("info"), log("warning"), log("emergency"), log("bogus")):
         await channel.notify(message)
-    assert [m["params"].get("level") for m in inner.sent] == [None, "warning", "emergency"]
+    assert [m["params"].get("level") for m in channel.sent] == [None, "warning", "emergency"]
 
 
 async def test_a_request_without_a_log_level_gets_no_log_messages() -> None:
-    inner = ListChannel()
-    channel = StatelessChannel(inner, Envelope("2026-07-28", {}))
+    channel = ListStream(Envelope("2026-07-28", {}))
     await channel.notify(log("emergency"))
     await channel.notify(PROGRESS)
-    assert inner.sent == [PROGRESS]
+    assert channel.sent == [PROGRESS]
+
+
+async def test_a_session_request_gets_every_notification() -> None:
+    channel = ListStream(None)
+    await channel.notify(log("debug"))
+    await channel.notify(PROGRESS)
+    assert channel.sent == [log("debug"), PROGRESS]
 
 
 async def test_a_2026_client_is_never_asked_anything() -> None:
-    inner = ListChannel()
-    channel = StatelessChannel(inner, Envelope("2026-07-28", {"sampling": {}, "roots": {}}))
+    channel = ListStream(Envelope("2026-07-28", {"sampling": {}, "roots": {}}))
     with pytest.raises(NoBackChannel) as raised:
         await channel.ask("sampling/createMessage", {"messages": []}, timeout=1)
     assert isinstance(raised.value, ChannelClosed)  # what relays already answer a backend with an error for
-    assert inner.sent == [] and len(inner.pending) == 0
+    assert channel.sent == [] and len(channel.pending) == 0
+
+
+async def test_a_session_client_is_asked_and_its_answer_returned() -> None:
+    channel = ListStream(None)
+    asking = asyncio.create_task(channel.ask("roots/list", None, timeout=5))
+    while not channel.sent:
+        await asyncio.sleep(0)
+    asked = channel.sent[0]
+    assert channel.pending.answer("", {"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}})
+    assert await asking == {"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}}
