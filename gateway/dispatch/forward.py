@@ -106,10 +106,12 @@ class Forwarder:
         return result
 
 
-def encoded(backend: str, value: Any, ctx: RequestContext) -> orjson.Fragment:
-    """The backend's reply encoded once, here, so a reply we cannot re-encode is its fault, not a 500."""
+def encoded(backend: str, value: Any, ctx: RequestContext, tail: bytes = b"") -> orjson.Fragment:
+    """The backend's reply encoded once, here, so a reply we cannot re-encode is its fault, not a 500.
+
+    A `tail` replaces the closing brace of an encoded object (`eras.completion_tail`)."""
     try:
-        return orjson.Fragment(orjson.dumps(value))
+        return orjson.Fragment(orjson.dumps(value)[:-1] + tail if tail else orjson.dumps(value))
     except orjson.JSONEncodeError as exc:
         raise bad_reply(backend, ctx, "reply cannot be re-encoded (nested too deeply)") from exc
 

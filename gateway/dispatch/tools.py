@@ -25,6 +25,7 @@ class ToolMethods:
         self.forwarder = forwarder
         self.validate_arguments = validate_arguments
         self.server_info = server_info  # what a 2026 reply names as its server (StatelessRules.server_info)
+        self._completion = eras.completion_tail(server_info)
 
     async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
@@ -58,6 +59,9 @@ class ToolMethods:
         rewrite_blocks(result.get("content"), backend.namespace)  # resource links name gateway URIs
         if "_meta" in result:  # and so does an MCP Apps UI resource
             rewrite_ui_meta(result["_meta"], backend.namespace)
-        if ctx.envelope is not None:  # completed before it is encoded (StatelessRules.complete)
-            result = eras.completed(result, self.server_info, in_place=True)  # a fresh reply: ours
-        return encoded(entry.backend, result, ctx)
+        if ctx.envelope is None:
+            return encoded(entry.backend, result, ctx)
+        if result and "resultType" not in result and "_meta" not in result:  # the usual reply: completed
+            return encoded(entry.backend, result, ctx, self._completion)  # as it is encoded (its tail)
+        # completed before it is encoded (StatelessRules.complete); a fresh reply: ours to change
+        return encoded(entry.backend, eras.completed(result, self.server_info, in_place=True), ctx)

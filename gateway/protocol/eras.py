@@ -190,6 +190,12 @@ def completed(result: JsonObject, server_info: Any, *, in_place: bool = False) -
     return done
 
 
+def completion_tail(server_info: Any) -> bytes:
+    """What `completed` adds to a result without `resultType` or `_meta`, as bytes that end its encoded `{…}`
+    (after a comma: not for an empty result)."""
+    return b"," + orjson.dumps({"resultType": "complete", "_meta": {spec.SERVER_INFO_KEY: server_info}})[1:]
+
+
 def page_tail(server_info: Any, ttl_ms: int, scope: str) -> bytes:
     """What turns a gateway-built list page (`{…}`, no `_meta` of its own) into its 2026 form, as bytes."""
     tail = {"ttlMs": ttl_ms, "cacheScope": scope, "resultType": "complete",

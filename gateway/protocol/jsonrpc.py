@@ -10,12 +10,18 @@ import orjson
 from gateway.errors import GatewayError, InvalidRequest, ParseError
 
 RequestId = str | int
+ID_TYPES = (str, int)
+"""RequestId's types, for isinstance (a tuple: `str | int` would build a union on every call)."""
 JsonObject = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Message:
-    """One validated client message: a request (has `id`), a notification, or a response."""
+    """One validated client message: a request (has `id`), a notification, or a response.
+
+    Not frozen (nothing changes one): one is made on every call, and a frozen dataclass's init costs
+    several times more.
+    """
 
     raw: JsonObject
     method: str | None
@@ -60,7 +66,7 @@ def parse_message(value: Any) -> Message:
         raise InvalidRequest("Invalid Request: not a JSON-RPC 2.0 message")
     has_id = "id" in value
     msg_id = value.get("id")
-    if has_id and (isinstance(msg_id, bool) or not isinstance(msg_id, str | int)):
+    if has_id and (isinstance(msg_id, bool) or not isinstance(msg_id, ID_TYPES)):
         raise InvalidRequest("Invalid Request: id must be a string or an integer")
     method = value.get("method")
     if method is None:
