@@ -28,6 +28,7 @@ from gateway.errors import (
 )
 from gateway.protocol import eras, jsonrpc, spec
 from gateway.protocol.capabilities import declared
+from gateway.protocol.eras import Envelope
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.request_state import INPUT_METHODS
 from gateway.protocol.routing_headers import VERSION_KEY
@@ -36,7 +37,6 @@ from gateway.tenancy import Principal, RequestContext
 from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
 from gateway.transport.credentials import HttpCredentials
 from gateway.transport.exchange import Caller, Exchange
-from gateway.protocol.eras import Envelope
 from gateway.transport.modern import StatelessRequests, error_reply, no_back_channel, reply_status, wanted
 from gateway.transport.requestlog import CONTEXT, PRINCIPAL, REQUEST_ID, TRACEPARENT, stream_headers
 from gateway.transport.rounds import Rounds

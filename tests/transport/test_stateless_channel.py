@@ -3,7 +3,6 @@ never a request of ours."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -63,11 +62,19 @@ async def test_a_2026_client_is_never_asked_anything() -> None:
     assert channel.sent == [] and len(channel.pending) == 0
 
 
+class AnsweringStream(ListStream):
+    """A session's POST channel whose client answers every request at once, with empty roots."""
+
+    __slots__ = ()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await super().send(message)
+        self.pending.answer(self.client, {"jsonrpc": "2.0", "id": message["id"], "result": {"roots": []}})
+
+
 async def test_a_session_client_is_asked_and_its_answer_returned() -> None:
-    channel = ListStream(None)
-    asking = asyncio.create_task(channel.ask("roots/list", None, timeout=5))
-    while not channel.sent:
-        await asyncio.sleep(0)
+    channel = AnsweringStream(None)
+    answer = await channel.ask("roots/list", None, timeout=5)
     asked = channel.sent[0]
-    assert channel.pending.answer("", {"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}})
-    assert await asking == {"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}}
+    assert asked["method"] == "roots/list" and answer == {"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}}
+    assert len(channel.pending) == 0
