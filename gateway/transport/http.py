@@ -233,7 +233,7 @@ class McpEndpoint:
         ctx = request[CONTEXT] = RequestContext(
             caller[0], caller[1], request[REQUEST_ID], session.protocol_version, session.id, method,
             capabilities=session.capabilities, log_level=session.log_level, settings=self.sessions,
-            traceparent=request.get(TRACEPARENT))
+            traceparent=request[TRACEPARENT])  # set with REQUEST_ID (requestlog): no Mapping.get
         return ctx
 
 
