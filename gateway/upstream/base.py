@@ -78,6 +78,9 @@ class Upstream(Protocol):
     list_ttl_ms: int | None
     """How long a 2026 backend says its lists stay fresh (the shortest `ttlMs` of its latest lists);
     None for a handshake-era backend, which gives no hints."""
+    announces: bool
+    """Whether the backend tells the gateway of its list changes: a handshake-era one does (on its
+    streams), a 2026 one only while a listen stream of it is open; False: re-list it to know."""
 
     async def start(self) -> None:
         """Prepare resources (spawn the child, open the pool). Never raises for a dead backend."""

@@ -9,8 +9,8 @@ listen on a GET stream (http_listener.py) for list changes and resource updates 
 `on_resource_updated`, with the session's tenant), and refuse there the backend's requests that
 belong to no call; a request on a call's SSE stream goes to that call's `on_request`. Cancelling
 the task awaiting `request()` (or its timeout) sends `notifications/cancelled` with the upstream
-id. Its parts: http_session.py (sessions, headers), http_body.py (bounded replies),
-http_listener.py (GET streams), clients.py (the connections).
+id. Its parts: http_session.py (sessions, headers), http_body.py (bounded replies), clients.py,
+http_listener.py (GET streams), http_listen.py (a 2026 backend's listen stream, http_eras.py).
 """
 
 from __future__ import annotations

@@ -2,9 +2,12 @@
 
 The backend's `protocol` setting pins the era ("handshake", "2026") or leaves it to be found
 ("auto", the default): the handshake first, and `server/discover` when the backend refuses it
-(a 2026-only backend). The handshake goes first because a backend that serves both eras gives
-more through a session today: its GET stream carries list changes to the catalogue, which
-the gateway does not yet listen for on 2026 backends (no upstream `subscriptions/listen`).
+(a 2026-only backend). The handshake goes first because a backend that serves both eras
+gives more through a session: resource subscriptions, which the gateway takes out only there.
+List changes are heard in either era: on a session's GET stream, or on a 2026 backend's
+`subscriptions/listen` stream when its discover promises them (http_listen.py). A 2026
+backend that promises none, or refuses to listen, cannot announce (`announces` False): the
+catalogue re-lists it after the requests it serves while clients listen (catalogue/relisting.py).
 The era found is kept per backend. When a request then fails in a way that says the backend
 did not run it (it refused the session's era with an HTTP 4xx, or the handshake failed), the
 era is found again, and if it changed (the backend restarted as the other era) the request is
@@ -27,8 +30,10 @@ from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
 from gateway.protocol import spec
 from gateway.protocol.capabilities import NONE, TASKS
-from gateway.upstream.base import JsonObject, UpstreamError, handshake_params
-from gateway.upstream.http_body import Refused
+from gateway.upstream.base import BackgroundTasks, JsonObject, ListChangedCallbacks, UpstreamError, handshake_params
+from gateway.upstream.client import HttpTransport
+from gateway.upstream.http_body import BoundedBody, Refused
+from gateway.upstream.http_listen import ListenStream
 from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
 from gateway.upstream.input_rounds import answering, settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
@@ -51,12 +56,26 @@ class HttpEras:
     _detecting: asyncio.Lock
     _wire: ModernWire
     _sessions: dict[SessionKey, BackendSession]
+    _headers: CIMultiDict[str]
+    _http: HttpTransport | None
+    _body: BoundedBody
+    _tasks: BackgroundTasks
+    _list_changed: ListChangedCallbacks
+    _listen: ListenStream
 
     def _init_eras(self, protocol: str, client_info: Mapping[str, Any]) -> None:
         self._protocol = protocol  # 2026 too is found out first: server/discover says its capabilities
         self._era = HANDSHAKE if protocol == HANDSHAKE else None
         self._detecting = asyncio.Lock()
         self._wire = ModernWire(client_info)
+        self._listen = ListenStream(self._body, self._stream_client, self._wire, self._list_changed.fire, self._tasks)
+
+    @property
+    def announces(self) -> bool:
+        """Whether the backend tells of its list changes: in a session, or on a live listen stream at 2026."""
+        return self._era != MODERN or self._listen.live
+
+    def _stream_client(self) -> HttpTransport: ...
 
     @property
     def list_ttl_ms(self) -> int | None:
@@ -119,9 +138,12 @@ class HttpEras:
         except UpstreamError:
             return False
         capabilities = discovered(reply)
-        if capabilities is not None:
-            self.server_capabilities = capabilities
-        return capabilities is not None
+        if capabilities is None:
+            return False
+        self.server_capabilities = capabilities
+        # Listened to as the catalogue (configured headers, no tenant's): the catalogue lists it so.
+        self._listen.start(capabilities, self._headers, lambda: self._era != HANDSHAKE and self._http is not None)
+        return True
 
     async def _after_failure(self, exc: UpstreamError, era: str, key: SessionKey,
                              headers: CIMultiDict[str]) -> str | None:

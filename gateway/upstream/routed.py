@@ -122,6 +122,10 @@ class RoutedUpstream:
     def list_ttl_ms(self) -> int | None:
         return getattr(self.inner, "list_ttl_ms", None)
 
+    @property
+    def announces(self) -> bool:
+        return getattr(self.inner, "announces", True)
+
     def on_list_changed(self, callback: ListChangedCallback) -> None:
         self.inner.on_list_changed(callback)
 

@@ -65,6 +65,11 @@ class StdioEras:
         """The cache hint of the backend's lists (2026 only; the catalogue refreshes no later)."""
         return self._wire.list_ttl_ms if self._modern else None
 
+    @property
+    def announces(self) -> bool:
+        """A 2026 child is not listened to (no listen request over its pipes): it cannot announce."""
+        return not self._modern
+
     async def _open(self, process: Process) -> None:
         """The child's first exchange, in the configured era; UpstreamError when it takes neither."""
         self._modern = False
