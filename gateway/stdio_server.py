@@ -85,6 +85,7 @@ async def _main(config: Config, out_fd: int, events: EventLog) -> int:
     client = StdioClient(exchange=exchange, tenant=caller.tenant, token=caller.token,
                          write=FdWriter(out_fd).write, events=events)
     core.catalogue.subscribe(exchange.list_changed_listener(client.deliver, lambda: [caller.tenant]))
+    core.catalogue.relisting.watch(lambda: (caller.tenant.name,))  # stdout always takes notifications
     core.dispatcher.subscriptions.session_sink = lambda _session: client.send  # resource updates: stdout
     signals = lifecycle.ShutdownSignals()
     signals.install()

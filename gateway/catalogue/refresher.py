@@ -13,6 +13,7 @@ import structlog
 
 from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed
 from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, merge
+from gateway.catalogue.relisting import Relisting
 from gateway.catalogue.states import BackendStates
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
 from gateway.catalogue.views import TenantView, ViewCache
@@ -63,6 +64,7 @@ class CatalogueService:
         self._checked_at: dict[str, float] = {}  # when the installed snapshot's refresh started
         self._loop_task: asyncio.Task[None] | None = None
         self._hinted: dict[str, asyncio.Task[None]] = {}  # a refresh due when a backend's lists go stale
+        self.relisting = Relisting(refresh=self.refresh, config=lambda: self.config, announces=self._announces)
         if metrics is not None:
             self.subscribe(metrics.catalogue_changed)
 
@@ -79,6 +81,7 @@ class CatalogueService:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.relisting.stop()
 
     async def prefetch(self, backend: Backend, upstream: Upstream) -> BackendSnapshot:
         """A snapshot of a backend that is not in the catalogue yet (a reload's new or changed one)."""
@@ -125,6 +128,13 @@ class CatalogueService:
 
     def view(self, tenant: TenantConfig) -> TenantView:
         return self.views.get(self.current, tenant)
+
+    def _announces(self, backend: str) -> bool:
+        """Whether the backend tells of its list changes (one a reload just removed needs no re-list)."""
+        try:
+            return getattr(self.pool.get(backend), "announces", True)
+        except KeyError:
+            return True
 
     def circuit_state(self, backend: str) -> str:
         """The backend's circuit breaker state, as the upstream reports it."""

@@ -56,7 +56,8 @@ class Dispatcher:
         self.catalogue = catalogue
         self.pool = pool
         self.list_changed = list_changed
-        forwarder = Forwarder(config=config, pool=pool, metrics=metrics)
+        relisted = catalogue.relisting.served if list_changed else None  # a change may need telling
+        forwarder = Forwarder(config=config, pool=pool, metrics=metrics, on_served=relisted)
         self.stateless = StatelessRules(server_info=SERVER_INFO, backend_hints=self._list_ttl_hints)
         tools = ToolMethods(catalogue=catalogue, forwarder=forwarder,
                             validate_arguments=config.catalogue.validate_arguments,

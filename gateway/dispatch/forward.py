@@ -10,6 +10,7 @@ errors passed through unchanged, and the upstream latency per backend and method
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -43,9 +44,12 @@ class PassThrough(Exception):
 
 
 class Forwarder:
-    def __init__(self, *, config: Config, pool: UpstreamPool, metrics: Metrics | None = None) -> None:
+    def __init__(self, *, config: Config, pool: UpstreamPool, metrics: Metrics | None = None,
+                 on_served: Callable[[str], None] | None = None) -> None:
+        """`on_served(backend)` hears of every reply a backend gave (its lists may have changed)."""
         self.pool = pool
         self.metrics = metrics
+        self._on_served = on_served
         self._backends = {backend.name: backend for backend in config.backends}  # looked up on every call
 
     def backends(self) -> list[Backend]:
@@ -92,6 +96,8 @@ class Forwarder:
                 await relay.aclose()
             if self.metrics is not None:
                 self.metrics.upstream_done(backend.name, method, time.perf_counter() - started)
+        if self._on_served is not None:
+            self._on_served(backend.name)
         if "error" in reply:
             ctx.outcome = "backend_error"
             raise PassThrough(encoded(backend.name, reply["error"], ctx))

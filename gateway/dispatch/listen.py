@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -64,6 +65,10 @@ class _Stream:
         self.queue.put_nowait({"jsonrpc": "2.0", "method": method, "params": params})
 
 
+def _nothing() -> None:
+    pass
+
+
 class ListenStreams:
     """The open listen streams of this process."""
 
@@ -73,6 +78,8 @@ class ListenStreams:
         self.keepalive = keepalive
         self._streams: dict[str, _Stream] = {}
         self._ids = itertools.count(1)
+        self.on_listening: Callable[[], None] = _nothing
+        """Called when the streams that asked for list changes may have changed (see `listening`)."""
 
     async def listen(self, message: Message, ctx: RequestContext) -> JsonObject:
         """Serve one listen stream until the client or the gateway ends it; the result closes it."""
@@ -87,12 +94,14 @@ class ListenStreams:
         try:
             honored = self._kinds(wanted, ctx)
             stream.methods = frozenset(KINDS[flag][1] for flag in honored)
+            self.on_listening()
             uris = await self._subscribe(key, wanted.get("resourceSubscriptions"), ctx)
             if uris:
                 honored["resourceSubscriptions"] = uris
             await self._serve(stream, honored, ctx)
         finally:
             del self._streams[key]
+            self.on_listening()
             self.subscriptions.release(key)
         return {"_meta": stream.meta}
 
@@ -102,6 +111,10 @@ class ListenStreams:
         for stream in self._streams.values():
             if stream.tenant in tenants and method in stream.methods:
                 stream.put(method, {})
+
+    def listening(self) -> list[str]:
+        """The tenants with a listen stream here that asked for list changes."""
+        return [stream.tenant for stream in self._streams.values() if stream.methods]
 
     def close_all(self) -> None:
         """End every stream gracefully (each sends its result frame)."""

@@ -17,7 +17,7 @@ import asyncio
 import itertools
 import secrets
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.errors import Conflict, LimitReached
@@ -35,6 +35,10 @@ class _SessionStream:
     dropped_upto: int = 0  # the newest event pushed out of `history`
 
 
+def _nothing() -> None:
+    pass
+
+
 class StreamHub:
     """Routes notifications to the GET streams of the sessions that should see them."""
 
@@ -44,6 +48,8 @@ class StreamHub:
         self._ids = itertools.count(1)
         self.epoch = epoch or secrets.token_hex(4)
         self._catch_up = [dumps(message) for message in catch_up]
+        self.on_listening: Callable[[], None] = _nothing
+        """Called when a tenant may have gained or lost its last open stream (see `listening`)."""
 
     def open(self, session_id: str, tenant: str, limit: int | None = None) -> asyncio.Queue[tuple[str, bytes]]:
         """Attach the one GET stream of a session; a second concurrent one is refused (409), and one
@@ -56,6 +62,7 @@ class StreamHub:
         stream = self._streams.setdefault(session_id, _SessionStream(tenant))
         stream.queue = asyncio.Queue(maxsize=1000)
         self._open[tenant] = self._open.get(tenant, 0) + 1
+        self.on_listening()
         return stream.queue
 
     def detach(self, session_id: str, queue: asyncio.Queue[tuple[str, bytes]]) -> None:
@@ -75,6 +82,11 @@ class StreamHub:
     def _close(self, stream: _SessionStream) -> None:
         stream.queue = None
         self._open[stream.tenant] -= 1
+        self.on_listening()
+
+    def listening(self) -> list[str]:
+        """The tenants with a GET stream open here: their clients hear of list changes."""
+        return [tenant for tenant, count in self._open.items() if count]
 
     def count(self) -> tuple[int, int]:
         """(sessions with an entry, attached streams)."""

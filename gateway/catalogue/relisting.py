@@ -1,0 +1,80 @@
+"""Re-listing a backend that cannot announce its list changes, after a request it served.
+
+A handshake-era backend tells the gateway of a changed list on its streams, and a 2026 one that
+serves `subscriptions/listen` on its listen stream; one that does neither (the official SDK's
+2026 server) typically changes its lists in a call (a tool that adds tools). So when a request
+forwarded to such a backend is done, and a client of a tenant that sees the backend listens for
+list changes, the backend's lists are fetched again; the catalogue tells the clients only if
+they changed (the snapshot's version). `served` is on every call's path: it only looks and
+starts a task, never awaits. One re-list runs per backend at a time; requests done while it
+runs ask for exactly one more after it (their change may have come after it listed). Nobody
+listening, nothing is fetched: a client that lists later gets the lists the periodic refresh
+and the backend's cache hints keep fresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Collection
+
+from gateway.config import Config
+
+Listening = Callable[[], Collection[str]]
+"""The tenants of which some client listens for list changes now (a GET stream, a listen stream)."""
+
+
+class Relisting:
+    """Re-lists backends that cannot announce, after requests, while someone listens."""
+
+    def __init__(self, *, refresh: Callable[[str], Awaitable[None]], announces: Callable[[str], bool],
+                 config: Callable[[], Config]) -> None:
+        self._refresh = refresh
+        self._announces = announces
+        self._config = config
+        self._listening: Listening = tuple
+        self._tenants: Collection[str] = ()  # what `_listening` last said: read on every call, so kept
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+
+    def watch(self, listening: Listening) -> None:
+        """Re-list for the listeners `listening()` names (the transport's streams); `changed()` whenever
+        they may have changed."""
+        self._listening = listening
+        self.changed()
+
+    def changed(self) -> None:
+        self._tenants = tuple(self._listening())
+
+    def served(self, backend: str) -> None:
+        """A request forwarded to `backend` is done: its lists may have changed."""
+        tenants = self._tenants
+        if not tenants or self._announces(backend):
+            return
+        if backend in self._running:
+            self._again.add(backend)
+        elif any(self._sees(tenant, backend) for tenant in tenants):
+            self._running[backend] = asyncio.get_running_loop().create_task(self._relist(backend),
+                                                                            name=f"relist-{backend}")
+
+    async def stop(self) -> None:
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _relist(self, backend: str) -> None:
+        try:
+            while True:
+                self._again.discard(backend)
+                with contextlib.suppress(Exception):  # a failed refresh is logged by the catalogue
+                    await self._refresh(backend)
+                if backend not in self._again:
+                    return
+        finally:
+            del self._running[backend]
+            self._again.discard(backend)
+
+    def _sees(self, tenant: str, backend: str) -> bool:
+        config = self._config().tenants.get(tenant)
+        return config is not None and ("*" in config.backends or backend in config.backends)
