@@ -8,13 +8,14 @@ eras from one app; the filter in front of it is what a single-era server answers
 
 Everything a parity test needs: tools (`add`, `slow` with progress and a log line, `ask`, which
 elicits and samples through the SDK's era-portable resolvers, `locate` with an `x-mcp-header`
-argument), a prompt, a resource and a template, and completions.
+argument, `grow`, which offers one more tool and announces it), a prompt, a resource and a template, and completions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Annotated, Any
 
 import anyio
@@ -27,7 +28,9 @@ from pydantic import BaseModel, Field
 MODERN = "2026-07-28"
 HANDSHAKE_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 
-server = MCPServer("era", version="1.0.0", log_level="WARNING")
+SILENT = "--silent" in sys.argv[1:]
+"""Built without `subscriptions/listen`: at 2026 it cannot announce a list change (discover promises none)."""
+server = MCPServer("era", version="1.0.0", log_level="WARNING", subscriptions=False if SILENT else None)
 
 
 @server.tool()
@@ -76,6 +79,14 @@ def ask(topic: str, chosen: Annotated[ElicitationResult[Topic], Resolve(choose)]
 def locate(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], count: int) -> str:
     """Echo a header-routed argument."""
     return f"{region}:{count}"
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Offer one more tool, `name`, and say so on the listen streams (at 2026; none if built `--silent`)."""
+    server.add_tool(lambda: name, name=name, description=f"added {name}")
+    await ctx.notify_tools_changed()
+    return name
 
 
 @server.prompt()
@@ -136,6 +147,7 @@ def main() -> None:
     parser.add_argument("--era", choices=["2026", "handshake", "both"], default="both")
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--silent", action="store_true", help="serve no subscriptions/listen (see SILENT)")
     args = parser.parse_args()
     if args.transport == "stdio":
         anyio.run(server.run_stdio_async)

@@ -13,6 +13,7 @@ import aiohttp
 import httpx2
 import orjson
 import pytest
+from announcing_backend import AnnouncingBackend, serving
 from conftest import StartGateway, make_config, make_token
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -148,3 +149,101 @@ async def test_a_listen_stream_hears_nothing_of_another_tenants_uri(running: Any
         assert await _next(acme_sub) == ResourceUpdated(uri="w+memo://a")
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(anext(other_sub), 0.5)
+
+
+# --- list changes of 2026 backends: heard on their listen stream, or re-listed after calls ---------
+
+SEEN = {"acme": {"backends": ["a"], "backend_headers": {"a": {"X-Key": "acme-secret"}}},
+        "other": {"backends": []}}
+"""acme sees backend `a` (with credentials of its own there); other sees nothing of it."""
+QUIET = 0.5
+
+
+@contextlib.asynccontextmanager
+async def announcing_world(gateway: StartGateway, backend: AnnouncingBackend) -> AsyncIterator[str]:
+    async with serving(backend) as url:
+        config = make_config([{"name": "a", "transport": "http", "url": url, "headers": {"X-Key": "catalogue"}}],
+                             tenants=SEEN)
+        yield (await gateway(config)).url
+
+
+async def _eventually(check: Any) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+
+
+async def _tools(client: Client) -> list[str]:
+    return [tool.name for tool in (await client.list_tools()).tools]
+
+
+async def test_an_announcing_2026_backend_is_heard_with_no_call_through_the_gateway(gateway: StartGateway) -> None:
+    backend = AnnouncingBackend()
+    async with announcing_world(gateway, backend) as url, modern_client(url, make_token("acme")) as client, \
+            client.listen(tools_list_changed=True) as subscription:
+        await _eventually(lambda: backend.listening == 1)
+        backend.change_tools("extra")
+        assert await asyncio.wait_for(anext(subscription), 1.5) == ToolsListChanged()
+        assert "a__extra" in await _tools(client)
+        relisted = backend.requests["tools/list"]
+        await client.call_tool("a__echo", {})  # it announces: a call brings no re-list
+        await asyncio.sleep(QUIET)
+        assert backend.requests["tools/list"] == relisted
+    listen = backend.listen_headers[0]  # the catalogue's identity, never a tenant's or a client's
+    assert listen["X-Key"] == "catalogue" and "Authorization" not in listen
+    assert listen["Mcp-Method"] == "subscriptions/listen" and backend.requests["subscriptions/listen"] == 1
+
+
+async def test_a_broken_listen_stream_is_opened_again_and_the_lists_fetched(gateway: StartGateway) -> None:
+    backend = AnnouncingBackend()
+    async with announcing_world(gateway, backend) as url, modern_client(url, make_token("acme")) as client, \
+            client.listen(tools_list_changed=True) as subscription:
+        await _eventually(lambda: backend.listening == 1)
+        listed = backend.requests["tools/list"]
+        backend.end_streams()
+        await _eventually(lambda: backend.requests["subscriptions/listen"] == 2 and backend.listening == 1)
+        await _eventually(lambda: backend.requests["tools/list"] > listed)  # no replay: what changed meanwhile?
+        backend.change_tools("later")
+        assert await asyncio.wait_for(anext(subscription), 1.5) == ToolsListChanged()
+
+
+@pytest.mark.parametrize("mode", ["promises nothing", "refuses to listen"])
+async def test_a_backend_that_cannot_announce_is_relisted_only_while_someone_listens(
+        gateway: StartGateway, mode: str) -> None:
+    backend = AnnouncingBackend(silent=mode == "promises nothing", refuse_listen=True)
+    async with announcing_world(gateway, backend) as url, modern_client(url, make_token("acme")) as client:
+        await client.call_tool("a__echo", {})
+        listed = backend.requests["tools/list"]
+        await client.call_tool("a__add_tool", {"name": "unheard"})
+        await asyncio.sleep(QUIET)
+        assert backend.requests["tools/list"] == listed  # nobody listens: no re-list
+        async with client.listen(tools_list_changed=True) as subscription:
+            await client.call_tool("a__add_tool", {"name": "heard"})
+            assert await asyncio.wait_for(anext(subscription), 1.5) == ToolsListChanged()
+            assert {"a__unheard", "a__heard"} <= set(await _tools(client))
+            relisted = backend.requests["tools/list"]
+            await client.call_tool("a__echo", {})  # re-listed, but unchanged: nothing to tell
+            await _eventually(lambda: backend.requests["tools/list"] > relisted)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(anext(subscription), QUIET)
+    assert backend.requests["subscriptions/listen"] == (0 if mode == "promises nothing" else 1)
+
+
+async def test_a_tenant_that_does_not_see_the_backend_hears_nothing_and_brings_no_relist(
+        gateway: StartGateway) -> None:
+    backend = AnnouncingBackend(silent=True)
+    async with announcing_world(gateway, backend) as url, modern_client(url, make_token("acme")) as acme, \
+            modern_client(url, make_token("other")) as other, \
+            other.listen(tools_list_changed=True) as other_sub:
+        await acme.call_tool("a__echo", {})
+        listed = backend.requests["tools/list"]
+        await acme.call_tool("a__add_tool", {"name": "first"})
+        await asyncio.sleep(QUIET)
+        assert backend.requests["tools/list"] == listed  # only a tenant that cannot see it listens
+        async with acme.listen(tools_list_changed=True) as acme_sub:
+            await acme.call_tool("a__add_tool", {"name": "second"})
+            assert await asyncio.wait_for(anext(acme_sub), 1.5) == ToolsListChanged()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(anext(other_sub), QUIET)
+        assert await _tools(other) == []

@@ -29,8 +29,10 @@ from backend_fixtures import HOST, free_port, stop_process
 from conftest import RunningGateway, StartGateway, make_config, make_token
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp.types import CreateMessageResult, ElicitResult, PromptReference, TextContent
+from shared_state.helpers import GetStream
 from stateless_client import StatelessClient
 from upstream.test_http_eras import EraFake
 
@@ -43,6 +45,8 @@ MODES = ["auto", "legacy"]
 BACKENDS = {"mh": "2026", "ch": "handshake", "ms": "2026", "cs": "handshake"}
 """Gateway backend name -> the era it speaks: `m`odern or `c`lassic, over `h`ttp or `s`tdio."""
 START_SECONDS = 20.0
+ANNOUNCED = 1.5
+"""Seconds a list change may take to reach a listening client (the conformance suite's window)."""
 
 
 @dataclass
@@ -50,6 +54,7 @@ class EraBackend:
     """era_backend.py serving HTTP on a fixed port (restartable there as another era)."""
 
     era: str
+    silent: bool = False  # built without subscriptions/listen
     port: int = field(default_factory=free_port)
     process: asyncio.subprocess.Process | None = None
 
@@ -60,6 +65,7 @@ class EraBackend:
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, SCRIPT, "--era", self.era, "--transport", "http", "--port", str(self.port),
+            *(["--silent"] if self.silent else []),
             env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         deadline = asyncio.get_running_loop().time() + START_SECONDS
@@ -293,3 +299,48 @@ async def test_a_2026_clients_lists_may_be_cached_no_longer_than_the_backend_all
         discovered = (await modern.call("server/discover"))["result"]
     assert (listed["ttlMs"], listed["cacheScope"]) == (1_500, "private")  # the gateway's own would be 5 s
     assert discovered["ttlMs"] == 1_500
+
+
+
+GROWING = {"mh": "announces on its listen stream", "sh": "serves no listen", "ms": "a stdio child"}
+"""2026 SDK backends whose `grow` adds a tool: only the first can tell the gateway (the others are re-listed)."""
+
+
+@pytest.fixture
+async def growing(gateway: StartGateway) -> AsyncIterator[RunningGateway]:
+    http = {"mh": EraBackend("2026"), "sh": EraBackend("2026", silent=True)}
+    try:
+        await asyncio.gather(*(backend.start() for backend in http.values()))
+        stdio = [sys.executable, SCRIPT, "--transport", "stdio"]
+        yield await gateway(make_config([{"name": "mh", "transport": "http", "url": http["mh"].url},
+                                         {"name": "sh", "transport": "http", "url": http["sh"].url},
+                                         {"name": "ms", "transport": "stdio", "command": stdio, "protocol": "2026"}]))
+    finally:
+        await asyncio.gather(*(backend.stop() for backend in http.values()))
+
+
+@pytest.mark.parametrize("backend", list(GROWING))
+async def test_a_2026_backends_new_tool_reaches_a_listen_stream(growing: RunningGateway, backend: str) -> None:
+    async with client(growing.url, "auto") as sdk, sdk.listen(tools_list_changed=True) as subscription:
+        await sdk.call_tool(f"{backend}__grow", {"name": "extra"})
+        assert await asyncio.wait_for(anext(subscription), ANNOUNCED) == ToolsListChanged()
+        assert f"{backend}__extra" in {tool.name for tool in (await sdk.list_tools()).tools}
+    upstream = growing.app[keys.POOL].get(backend)
+    assert upstream.announces == (backend == "mh")
+
+
+@pytest.mark.parametrize("backend", list(GROWING))
+async def test_a_2026_backends_new_tool_reaches_a_get_stream(growing: RunningGateway, raw_client: Any,
+                                                            backend: str) -> None:
+    legacy = raw_client(growing.url, make_token("acme"))
+    await legacy.initialize()
+    async with aiohttp.ClientSession() as http:
+        stream = await GetStream(http, growing.url, legacy.token, legacy.session_id).open()
+        try:
+            called = await legacy.call("tools/call", {"name": f"{backend}__grow", "arguments": {"name": "extra"}})
+            assert called["result"]["content"][0]["text"] == "extra"
+            assert await stream.methods_within(ANNOUNCED) == ["notifications/tools/list_changed"]
+        finally:
+            await stream.close()
+    listed = (await legacy.call("tools/list"))["result"]["tools"]
+    assert f"{backend}__extra" in {tool["name"] for tool in listed}
