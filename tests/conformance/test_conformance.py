@@ -96,9 +96,8 @@ async def test_requirement_set_through_the_gateway(conformance: Path, fixture_ba
 
 async def test_listen_streams_hear_a_backend_that_can_announce(conformance: Path, fixture_backend: RunningBackend,
                                                               gateway: StartGateway, tmp_path: Path) -> None:
-    """The two listen checks pending at 2026 (pending-features.2026-07-28.yml) pass, with nothing
-    expected to fail, once the fixture is reached in a session: the SDK's 2026 server has no way to
-    announce a list change, a handshake-era one has its GET stream."""
+    """The listen checks pass with the fixture reached in a session too: its list changes then come
+    on its GET stream (at 2026 it cannot announce them: the gateway re-lists it after the call)."""
     url = await gateway_url(gateway, fixture_backend, namespace="", revision="2026-07-28", protocol="handshake")
     result = await run_leg(conformance, url, "2026-07-28", tmp_path, scenarios=["server-stateless"])
     assert_clean(result, "2026-07-28 server-stateless, fixture in a session")
