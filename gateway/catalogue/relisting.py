@@ -7,7 +7,8 @@ forwarded to such a backend is done, and a client of a tenant that sees the back
 list changes, the backend's lists are fetched again; the catalogue tells the clients only if
 they changed (the snapshot's version). `served` is on every call's path: it only looks and
 starts a task, never awaits. One re-list runs per backend at a time; requests done while it
-runs ask for exactly one more after it (their change may have come after it listed). Nobody
+runs ask for exactly one more after it (their change may have come after it listed), no sooner
+than RELIST_GAP after it, so a backend under constant calls is listed a few times a second at most. Nobody
 listening, nothing is fetched: a client that lists later gets the lists the periodic refresh
 and the backend's cache hints keep fresh.
 """
@@ -20,6 +21,8 @@ from collections.abc import Awaitable, Callable, Collection
 
 from gateway.config import Config
 
+RELIST_GAP = 0.25  # seconds between the end of one re-list of a backend and the next
+
 Listening = Callable[[], Collection[str]]
 """The tenants of which some client listens for list changes now (a GET stream, a listen stream)."""
 
@@ -28,8 +31,9 @@ class Relisting:
     """Re-lists backends that cannot announce, after requests, while someone listens."""
 
     def __init__(self, *, refresh: Callable[[str], Awaitable[None]], announces: Callable[[str], bool],
-                 config: Callable[[], Config]) -> None:
+                 config: Callable[[], Config], gap: float = RELIST_GAP) -> None:
         self._refresh = refresh
+        self._gap = gap
         self._announces = announces
         self._config = config
         self._listening: Listening = tuple
@@ -71,6 +75,7 @@ class Relisting:
                     await self._refresh(backend)
                 if backend not in self._again:
                     return
+                await asyncio.sleep(self._gap)
         finally:
             del self._running[backend]
             self._again.discard(backend)

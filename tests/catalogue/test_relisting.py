@@ -29,8 +29,9 @@ class Backends:
         if self.fail:
             raise RuntimeError("backend down")
 
-    def relisting(self, listening: Collection[str]) -> Relisting:
-        relisting = Relisting(refresh=self.refresh, announces=lambda name: name == "loud", config=lambda: CONFIG)
+    def relisting(self, listening: Collection[str], gap: float = 0.0) -> Relisting:
+        relisting = Relisting(refresh=self.refresh, announces=lambda name: name == "loud", config=lambda: CONFIG,
+                              gap=gap)
         relisting.watch(lambda: listening)
         return relisting
 
@@ -64,6 +65,21 @@ async def test_requests_done_during_a_relist_bring_exactly_one_more(tenant: str)
     relisting.served("quiet")  # idle again: a request brings its own
     await settle()
     assert backends.refreshed == ["quiet", "quiet", "quiet"]
+    await relisting.stop()
+
+
+async def test_the_one_more_waits_the_gap_after_the_last() -> None:
+    """Under constant calls a backend is re-listed back to back, but never closer than the gap."""
+    backends = Backends()
+    relisting = backends.relisting(("acme",), gap=0.2)
+    relisting.served("quiet")
+    await settle()
+    relisting.served("quiet")  # done during the running re-list
+    backends.gate.set()
+    await asyncio.sleep(0.1)
+    assert backends.refreshed == ["quiet"]
+    await asyncio.sleep(0.2)
+    assert backends.refreshed == ["quiet", "quiet"]
     await relisting.stop()
 
 
