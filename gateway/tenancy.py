@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from gateway.config import BackendConfig, HttpBackend, TenantConfig
 from gateway.errors import Forbidden
-from gateway.protocol.eras import Envelope
-from gateway.protocol.request_state import StateScope
+from gateway.protocol.eras import Envelope, JsonObject
+from gateway.protocol.request_state import Passed, StateSeal
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """Characters percent-encoded in identity header values."""
@@ -74,7 +74,10 @@ class RequestContext:
     extra: dict[str, Any] = field(default_factory=dict)
     traceparent: str | None = None  # W3C trace context for HTTP backends (logs.traceparent_for)
     envelope: Envelope | None = None  # a 2026-07-28 request's own version and client capabilities; None: a session's
-    states: StateScope | None = None  # a 2026 tools/call, prompts/get or resources/read's sealed states (rounds)
+    # A 2026 tools/call, prompts/get, resources/read or tasks/* request's sealed states (transport.rounds):
+    seal: StateSeal | None = None  # what seals and opens them (None: no seal on this transport)
+    params: JsonObject | None = None  # the request's own params: what a state sealed for its client is bound to
+    passed: Passed | None = None  # a retry's: the 2026 backend's own state it carried back
 
 
 def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) -> TenantConfig:

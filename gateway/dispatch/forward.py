@@ -19,10 +19,9 @@ import structlog
 from gateway.client_logs import client_notifier
 from gateway.config import Backend, Config
 from gateway.errors import BackendError, FailureReason, InvalidParams
-from gateway.protocol import eras
 from gateway.protocol.capabilities import WITH_TASKS, declares_tasks
 from gateway.protocol.jsonrpc import JsonObject
-from gateway.protocol.request_state import InvalidState
+from gateway.protocol.request_state import Binding, InvalidState, Passed, Principal, TaskRef
 from gateway.relay import ClientRelay
 from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
@@ -66,13 +65,14 @@ class Forwarder:
         """The backend's result object; its JSON-RPC error is raised as PassThrough.
 
         One coroutine from here to the upstream: this is every tools/call's path. `params` is this
-        call's own dict (a 2026 request's envelope keys leave its `_meta` here).
+        call's own dict (a 2026 retry's state is put in or taken out here).
         """
         flags = ctx.capabilities
-        if ctx.envelope is not None:
-            _without_envelope(params, ctx, backend.name)
+        if ctx.envelope is not None:  # its envelope left its `_meta` on admission (eras.take_envelope)
+            if ctx.passed is not None or "requestState" in params:
+                _retry_state(params, ctx.passed, backend.name)
             declared = ctx.envelope.client_capabilities
-            if "extensions" in declared and ctx.states is not None and declares_tasks(declared):
+            if "extensions" in declared and ctx.seal is not None and declares_tasks(declared):
                 flags = flags | WITH_TASKS  # the client's own declaration, on to the backend: handles can be sealed
         started = time.perf_counter()
         relay = ClientRelay(ctx, timeout=backend.timeout_seconds, metrics=self.metrics)  # the backend's questions
@@ -128,11 +128,9 @@ def bad_reply(backend: str, ctx: RequestContext, detail: str) -> BackendError:
     return BackendError(backend, FailureReason.BAD_RESPONSE, detail)
 
 
-def _without_envelope(params: JsonObject, ctx: RequestContext, backend: str) -> None:
-    """A 2026 request's `_meta` as a backend gets it (`eras.forwarded_meta`); none when nothing is left.
-    A retry's state reaches only the 2026 backend whose own state it carried (transport.rounds opened
+def _retry_state(params: JsonObject, passed: Passed | None, backend: str) -> None:
+    """A retry's state reaches only the 2026 backend whose own state it carried (transport.rounds opened
     the gateway's seal around it), as the backend made it; no other backend sees it, nor its answers."""
-    passed = ctx.states.passed if ctx.states is not None else None
     if passed is None:  # answers sent with a first call may serve a 2026 backend (the upstream drops them for
         params.pop("requestState", None)  # a handshake-era one, upstream.base.handshake_params)
     elif passed.backend != backend:  # the catalogue now routes the call elsewhere (a reload)
@@ -141,31 +139,30 @@ def _without_envelope(params: JsonObject, ctx: RequestContext, backend: str) -> 
         params.pop("requestState", None)
     else:
         params["requestState"] = passed.state
-    meta = params.get("_meta")
-    if isinstance(meta, dict):
-        forwarded = eras.forwarded_meta(meta, ctx.traceparent)
-        if forwarded is None:
-            del params["_meta"]
-        else:
-            params["_meta"] = forwarded
 
 
 def _sealed(result: JsonObject, ctx: RequestContext, backend: str) -> None:
     """A 2026 backend's InputRequiredResult goes to its 2026 client with its keys as they are, its
     `requestState` (one is added when it gave none) inside the gateway's seal: the retry comes back here."""
     ctx.outcome = "input_required"
-    if ctx.states is not None:  # None: no rounds here (stdio), the state goes as the backend made it
-        result["requestState"] = ctx.states.wrap(backend, result.get("requestState"))
+    if ctx.seal is not None:  # None: no rounds here (stdio), the state goes as the backend made it
+        assert ctx.method is not None  # bound as a round's state is: the retry must repeat the request
+        binding = Binding.of(_principal(ctx), ctx.method, ctx.params or {})
+        result["requestState"] = ctx.seal.seal(Passed(backend, result.get("requestState")), binding)
 
 
 def _task_handle(result: JsonObject, ctx: RequestContext, backend: str) -> None:
     """A 2026 backend's CreateTaskResult goes to its client with the taskId inside the gateway's seal:
     the handle names the backend and its taskId, and opens for this principal only (dispatch.tasks)."""
     task_id = result.get("taskId")
-    if not isinstance(task_id, str) or ctx.states is None:
+    if not isinstance(task_id, str) or ctx.seal is None:
         raise bad_reply(backend, ctx, "a task without a taskId")
     ctx.outcome = "task"
-    result["taskId"] = ctx.states.task_handle(backend, task_id)
+    result["taskId"] = ctx.seal.seal_task(TaskRef(backend, task_id), _principal(ctx))
+
+
+def _principal(ctx: RequestContext) -> Principal:
+    return ctx.principal.tenant, ctx.principal.subject
 
 
 def _with_trace(headers: dict[str, str], traceparent: str | None) -> dict[str, str]:

@@ -35,12 +35,12 @@ class TaskMethods:
     async def relay(self, message: Message, ctx: RequestContext) -> JsonObject:
         """One tasks/* request, to the task's backend and back (see the module docstring)."""
         assert message.method is not None
-        if ctx.states is None:  # no seal on this transport: no task was ever handed out on it
+        if ctx.seal is None:  # no seal on this transport: no task was ever handed out on it
             raise MethodNotFound(f"Method not found: {message.method}")
         params = message.params or {}
         handle = params.get("taskId")
         try:
-            ref = ctx.states.task(handle)
+            ref = ctx.seal.open_task(handle, (ctx.principal.tenant, ctx.principal.subject))
             uses = ctx.tenant.backends
             if not self.forwarder.knows(ref.backend) or ("*" not in uses and ref.backend not in uses):
                 raise UnknownTask("its backend is gone, or no longer the tenant's")

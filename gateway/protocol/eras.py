@@ -46,7 +46,7 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 
 CONNECTION_KEYS = (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY, spec.CLIENT_INFO_KEY, spec.LOG_LEVEL_KEY)
 """`_meta` keys that describe the client's own connection: a backend hears from the gateway, not from it."""
-_CONNECTION_KEY_SET = frozenset(CONNECTION_KEYS)
+_ABSENT = object()
 
 _HTTP_STATUS = {spec.PARSE_ERROR: 400, spec.INVALID_REQUEST: 400, spec.INVALID_PARAMS: 400,
                 spec.HEADER_MISMATCH: 400, spec.MISSING_CLIENT_CAPABILITY: 400,
@@ -94,8 +94,10 @@ class Envelope:
         return LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
 
 
-def envelope_of(method: str, params: JsonObject | None, headers: Routing | None) -> Envelope:
-    """A 2026 request's envelope, checked against its routing headers in the SDK's order (or the error it gets).
+def take_envelope(method: str, params: JsonObject | None, headers: Routing | None) -> Envelope:
+    """A 2026 request's envelope, checked against its routing headers in the SDK's order (or the error it
+    gets), and taken out of its `_meta`: what is left there is what a backend may hear (the gateway
+    speaks for itself upstream), and a `_meta` of the envelope alone goes (one pass: every 2026 call runs it).
 
     `headers` None: a transport without headers (stdio), where the header rung has nothing to check.
     """
@@ -103,22 +105,26 @@ def envelope_of(method: str, params: JsonObject | None, headers: Routing | None)
     if not isinstance(meta, dict):
         raise InvalidParams(f"Invalid params: params._meta must carry {spec.PROTOCOL_VERSION_KEY} and "
                             f"{spec.CLIENT_CAPABILITIES_KEY}")
-    if spec.PROTOCOL_VERSION_KEY not in meta or spec.CLIENT_CAPABILITIES_KEY not in meta:
-        missing = [key for key in (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY) if key not in meta]
+    version = meta.pop(spec.PROTOCOL_VERSION_KEY, _ABSENT)
+    capabilities = meta.pop(spec.CLIENT_CAPABILITIES_KEY, _ABSENT)
+    if version is _ABSENT or capabilities is _ABSENT:
+        missing = [key for key, value in ((spec.PROTOCOL_VERSION_KEY, version),
+                                          (spec.CLIENT_CAPABILITIES_KEY, capabilities)) if value is _ABSENT]
         raise InvalidParams(f"Invalid params: params._meta lacks {', '.join(missing)}")
-    version = meta[spec.PROTOCOL_VERSION_KEY]
     if headers is not None:
-        _check_headers(method, params or {}, version, headers)
+        _check_headers(method, params, version, headers)  # type: ignore[arg-type]  # params holds `_meta`
     if not isinstance(version, str):
         raise InvalidParams(f"Invalid params: {spec.PROTOCOL_VERSION_KEY} must be a string")
     if version not in spec.MODERN_VERSIONS:
         raise unsupported(version)
-    capabilities, level = meta[spec.CLIENT_CAPABILITIES_KEY], meta.get(spec.LOG_LEVEL_KEY)
     if not isinstance(capabilities, dict):
         raise InvalidParams(f"Invalid params: {spec.CLIENT_CAPABILITIES_KEY} must be an object")
+    info, level = meta.pop(spec.CLIENT_INFO_KEY, None), meta.pop(spec.LOG_LEVEL_KEY, None)
     if level is not None and level not in LOG_LEVELS:
         raise InvalidParams(f"Invalid params: {spec.LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
-    return Envelope(version, capabilities, meta.get(spec.CLIENT_INFO_KEY), level)
+    if not meta:
+        del params["_meta"]  # type: ignore[index]
+    return Envelope(version, capabilities, info, level)
 
 
 def _check_headers(method: str, params: JsonObject, version: Any, headers: Routing) -> None:
@@ -201,19 +207,3 @@ def page_tail(server_info: Any, ttl_ms: int, scope: str) -> bytes:
     tail = {"ttlMs": ttl_ms, "cacheScope": scope, "resultType": "complete",
             "_meta": {spec.SERVER_INFO_KEY: server_info}}
     return b"," + orjson.dumps(tail)[1:]
-
-
-def forwarded_meta(meta: JsonObject, traceparent: str | None) -> JsonObject | None:
-    """A 2026 request's `_meta` as a backend gets it, or None when nothing is left of it.
-
-    The client's connection keys stay behind (the backend has its own connection); a trace the
-    client sent here continues with the gateway's span, as the `traceparent` header does.
-    """
-    if meta.keys() <= _CONNECTION_KEY_SET:  # the usual 2026 `_meta`: the envelope alone, no copy to make
-        return None
-    forward = dict(meta)
-    for key in CONNECTION_KEYS:
-        forward.pop(key, None)
-    if traceparent and "traceparent" in forward:
-        forward["traceparent"] = traceparent
-    return forward or None

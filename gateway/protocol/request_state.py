@@ -191,30 +191,6 @@ class StateSeal:
         raise InvalidState("bad tag (altered, or sealed with another key)")
 
 
-class StateScope:
-    """One 2026 request's sealed states: a backend's InputRequiredResult gets its `requestState` sealed
-    for this client (bound as a round's is), and a retry carries the `Passed` state it opened, if any;
-    a backend's task is handed out, and asked about, by handles sealed for this principal."""
-
-    __slots__ = ("method", "params", "passed", "principal", "seal")
-
-    def __init__(self, seal: StateSeal, principal: Principal, method: str, params: Mapping[str, Any],
-                 passed: Passed | None = None) -> None:
-        self.seal, self.principal, self.method, self.params, self.passed = seal, principal, method, params, passed
-
-    def wrap(self, backend: str, state: Any) -> str:
-        """The backend's state inside the gateway's seal (the binding is made only now: most calls never need it)."""
-        return self.seal.seal(Passed(backend, state), Binding.of(self.principal, self.method, self.params))
-
-    def task_handle(self, backend: str, task_id: str) -> str:
-        """A 2026 backend's taskId as this client gets it: a handle only this principal can open."""
-        return self.seal.seal_task(TaskRef(backend, task_id), self.principal)
-
-    def task(self, handle: Any) -> TaskRef:
-        """The task a client's handle names (UnknownTask, -32602, when it is not this principal's)."""
-        return self.seal.open_task(handle, self.principal)
-
-
 def _tag(key: bytes, signed: str) -> bytes:
     return hmac.new(key, signed.encode(), hashlib.sha256).digest()
 

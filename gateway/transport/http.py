@@ -68,7 +68,7 @@ class McpEndpoint:
     def bind(self, *, exchange: Exchange, sessions: SessionStore, streams: StreamHub,
              rounds: Rounds | None = None) -> None:
         self.exchange, self.sessions, self.streams = exchange, sessions, streams
-        self.stateless = StatelessRequests(exchange)
+        self.stateless = StatelessRequests(exchange, rounds.seal if rounds is not None else None)
         self.rounds = rounds
 
     def add_routes(self, app: web.Application) -> None:
@@ -91,13 +91,11 @@ class McpEndpoint:
             if not isinstance(admitted, tuple):  # not a web.Response test: that is an ABC's, in Python
                 return admitted
             message, ctx, stream = admitted
-            if self.rounds is not None and message.method in INPUT_METHODS:
-                if self.rounds.applies(message, ctx):  # its backend may ask its client, or a retry
-                    # (not opened early for progress: the round's in-flight slot, or 429, comes first)
-                    return await _stateless_reply(stream, await self.rounds.handle(message, ctx, stream))
-                ctx.states = self.rounds.scope(message, ctx)  # a 2026 backend's requestState is sealed for its client
-            elif self.rounds is not None and message.method in spec.TASK_METHODS:
-                ctx.states = self.rounds.scope(message, ctx)  # task handles open with the same seal
+            if self.rounds is not None and message.method in INPUT_METHODS and (
+                    ctx.capabilities or "requestState" in message.params):  # type: ignore[operator]
+                # its backend may ask its client (who declared what it may be asked), or a retry: in rounds.
+                # Not opened early for progress: the round's in-flight slot, or 429, comes first.
+                return await _stateless_reply(stream, await self.rounds.handle(message, ctx, stream))
             ctx.channel, run = stream, self.stateless.run
         else:
             if isinstance(data, list):

@@ -29,10 +29,14 @@ from gateway.protocol.capabilities import NONE
 from gateway.protocol.capabilities import declared as relayable
 from gateway.protocol.eras import Envelope
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
+from gateway.protocol.request_state import INPUT_METHODS, StateSeal
 from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch, routing
 from gateway.tenancy import RequestContext
 from gateway.transport.channel import ChannelClosed
 from gateway.transport.exchange import Caller, Exchange
+
+SEALED_METHODS = INPUT_METHODS | spec.TASK_METHODS
+"""Requests whose 2026 backend's answer may carry a state or task sealed for the client (or that name one)."""
 
 
 class NoBackChannel(ChannelClosed):
@@ -42,8 +46,9 @@ class NoBackChannel(ChannelClosed):
 class StatelessRequests:
     """Admits the 2026-07-28 requests of one exchange core."""
 
-    def __init__(self, exchange: Exchange) -> None:
-        self.exchange = exchange
+    def __init__(self, exchange: Exchange, seal: StateSeal | None = None) -> None:
+        """`seal`: the one 2026 backends' states and task handles are sealed with (None: none are)."""
+        self.exchange, self.seal = exchange, seal
         self.catalogue = exchange.dispatcher.catalogue
         # A 2026 request (its tenant's in-flight slot taken) runs straight through the dispatcher: the
         # in-flight registry exists for notifications/cancelled, which 2026 does not have (closing the
@@ -62,20 +67,27 @@ class StatelessRequests:
         method = message.method
         if method is None or "id" not in data:
             return _unanswered(message, headers)
-        envelope = eras.envelope_of(method, message.params, routing(headers))
         params: JsonObject = message.params  # type: ignore[assignment]  # the envelope is in it
+        envelope = eras.take_envelope(method, params, routing(headers))
         name = params.get("name")
         if method == spec.TOOLS_CALL and type(name) is str:  # most tools have no header arguments: cheap to tell
             entry = self.catalogue.current.by_name.get(name)
             if entry is not None and entry.tool.header_arguments:
                 self._check_param_headers(caller, params, headers)
-        given = params["_meta"].get("traceparent")  # 2026 carries the trace here: it wins over the header's
+        meta = params.get("_meta")  # what is left of it, for the backend
+        if meta is not None and "traceparent" in meta:  # 2026 carries the trace here: it wins over the header's,
+            given = meta["traceparent"]                  # and the backend gets it continued by our span
+            if isinstance(given, str):
+                traceparent = traceparent_for(given)
+            if traceparent:
+                meta["traceparent"] = traceparent
         declared = envelope.client_capabilities
         ctx = RequestContext(caller[0], caller[1], request_id, envelope.protocol_version, None, method,
-                             traceparent=traceparent_for(given) if isinstance(given, str) else traceparent,
+                             traceparent=traceparent,
                              # what this request's backend may ask its client in rounds (transport.rounds)
                              capabilities=relayable(declared) if declared else NONE,
-                             log_level=envelope.log_level, envelope=envelope)
+                             log_level=envelope.log_level, envelope=envelope,
+                             seal=self.seal if method in SEALED_METHODS else None, params=params)
         return message, ctx
 
     def _check_param_headers(self, caller: Caller, params: JsonObject, headers: MultiMapping[str]) -> None:

@@ -36,7 +36,7 @@ from gateway.config import TenantConfig
 from gateway.errors import InternalError, InvalidParams
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
-from gateway.protocol.request_state import INPUT_METHODS, Binding, InvalidState, Passed, RoundRef, StateScope, StateSeal
+from gateway.protocol.request_state import Binding, InvalidState, Passed, RoundRef, StateSeal
 from gateway.tenancy import ChannelClosed, RequestContext
 from gateway.transport.channel import ClientChannel, PendingAsks
 
@@ -143,17 +143,6 @@ class Rounds:
         self.forward: Forward | None = None  # to the replica holding a round (None: one process)
         self._rounds: dict[str, Round] = {}
 
-    @staticmethod
-    def applies(message: Message, ctx: RequestContext) -> bool:
-        """Whether a 2026 request goes through rounds: one whose backend may ask its client, or a retry."""
-        return message.method in INPUT_METHODS and (bool(ctx.capabilities) or "requestState" in message.params)
-
-    def scope(self, message: Message, ctx: RequestContext, passed: Passed | None = None) -> StateScope:
-        """How a 2026 backend's requestState is sealed for this request's client (and which one a retry carries)."""
-        assert message.method is not None
-        principal = (ctx.principal.tenant, ctx.principal.subject)
-        return StateScope(self.seal, principal, message.method, message.params or {}, passed)
-
     async def handle(self, message: Message, ctx: RequestContext, stream: ClientChannel) -> JsonObject:
         """The reply: the call's result, an InputRequiredResult, or a refused state or answer (-32602)."""
         assert message.id is not None and message.method is not None
@@ -163,7 +152,6 @@ class Rounds:
         try:
             state = params.get("requestState")
             if state is None:
-                ctx.states = self.scope(message, ctx)
                 return await self._start(message, binding, waiting)
             ref = self.seal.open(state, binding)
             responses = _responses(params.get("inputResponses"))
@@ -226,7 +214,7 @@ class Rounds:
         assert ctx is not None
         self.settings.take_slot(ctx.tenant)
         try:
-            ctx.channel, ctx.states = waiting.stream, self.scope(message, ctx, passed)
+            ctx.channel, ctx.passed = waiting.stream, passed
             reply = await self.run(message, ctx)
         finally:
             self.settings.release_slot(ctx.tenant)

@@ -49,12 +49,12 @@ def headers(**changes: str) -> Routing:
 
 def refusal(params: Any, sent: Routing | None, method: str = "tools/call") -> int:
     with pytest.raises(GatewayError) as raised:
-        eras.envelope_of(method, params, sent)
+        eras.take_envelope(method, params, sent)
     return raised.value.code
 
 
 def test_an_envelope_that_passes_carries_the_requests_own_client() -> None:
-    envelope = eras.envelope_of("tools/call", {"name": "t", "_meta": meta(**{
+    envelope = eras.take_envelope("tools/call", {"name": "t", "_meta": meta(**{
         "io.modelcontextprotocol/logLevel": "warning", "io.modelcontextprotocol/clientInfo": {"name": "c"}})},
         headers())
     assert (envelope.protocol_version, envelope.client_capabilities, envelope.log_level) == (MODERN, {}, "warning")
@@ -81,7 +81,7 @@ def test_the_ladder_refuses_in_the_sdks_order(params: Any, sent: Routing | None,
 
 def test_an_unsupported_version_names_every_served_one() -> None:
     with pytest.raises(GatewayError) as raised:
-        eras.envelope_of("tools/list", {"_meta": meta(**{VERSION: "2099"})}, None)
+        eras.take_envelope("tools/list", {"_meta": meta(**{VERSION: "2099"})}, None)
     assert raised.value.data == {"supported": list(eras.SERVED_VERSIONS), "requested": "2099"}
 
 
@@ -125,9 +125,12 @@ def test_a_page_tail_makes_a_list_page_its_2026_form() -> None:
                     "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
 
 
-def test_a_backend_hears_no_client_connection_keys_and_the_gateways_trace() -> None:
-    given = {VERSION: MODERN, CAPABILITIES: {}, "io.modelcontextprotocol/clientInfo": {},
-             "io.modelcontextprotocol/logLevel": "info", "progressToken": 1, "traceparent": "old", "tracestate": "s"}
-    assert eras.forwarded_meta(given, "new") == {"progressToken": 1, "traceparent": "new", "tracestate": "s"}
-    assert eras.forwarded_meta({VERSION: MODERN, CAPABILITIES: {}, "progressToken": 1}, "new") == {"progressToken": 1}
-    assert eras.forwarded_meta({VERSION: MODERN, CAPABILITIES: {}}, "new") is None  # no _meta at all
+def test_the_envelope_leaves_meta_with_what_a_backend_may_hear() -> None:
+    given = {"name": "t", "_meta": {VERSION: MODERN, CAPABILITIES: {}, "io.modelcontextprotocol/clientInfo": {},
+                                    "io.modelcontextprotocol/logLevel": "info", "progressToken": 1,
+                                    "traceparent": "old", "tracestate": "s"}}
+    eras.take_envelope("tools/call", given, headers())
+    assert given == {"name": "t", "_meta": {"progressToken": 1, "traceparent": "old", "tracestate": "s"}}
+    enveloped = {"name": "t", "_meta": meta()}
+    eras.take_envelope("tools/call", enveloped, headers())
+    assert enveloped == {"name": "t"}  # an envelope-only `_meta` goes altogether

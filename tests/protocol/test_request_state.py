@@ -16,7 +16,6 @@ from gateway.protocol.request_state import (
     InvalidState,
     Passed,
     RoundRef,
-    StateScope,
     StateSeal,
     TaskRef,
     UnknownTask,
@@ -69,7 +68,7 @@ def test_another_caller_or_request_is_refused(binding: Binding, reason: str) -> 
 def test_a_backends_own_state_comes_back_as_it_was_and_only_under_the_same_binding(state: object) -> None:
     seal = StateSeal([KEY], 60)
     params = {"name": "web__confirm", "arguments": {"b": 1, "a": [1, 2]}}
-    token = StateScope(seal, ("acme", "alice"), "tools/call", params).wrap("web", state)
+    token = seal.seal(Passed("web", state), Binding.of(("acme", "alice"), "tools/call", params))
     assert seal.open(token, CALL) == Passed("web", state)
     assert refusal(token, Binding.of(("acme", "bob"), "tools/call", params), seal) == "another principal"
     assert refusal(token[:-2] + ("AA" if token[-2:] != "AA" else "BB"), CALL, seal).startswith("bad tag")
