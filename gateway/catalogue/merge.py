@@ -113,6 +113,7 @@ class Catalogue:
     snapshots: Mapping[str, BackendSnapshot] = field(default_factory=dict)
     listings: Mapping[str, Listing] = field(default_factory=dict)  # prompts, resources, templates
     order: tuple[tuple[str, str], ...] = ()  # (backend, namespace) in config order
+    header_tools: frozenset[str] = frozenset()  # exposed names of tools with `x-mcp-header` arguments (few, if any)
 
     def offers(self, backend: str, capability: str) -> bool:
         """Whether `backend` declared `capability` (prompts, resources, completions)."""
@@ -211,8 +212,9 @@ def merge(
     version = _catalogue_version(order, snapshots)
     listings = {kind.name: merge_listing(kind, order, {b: s.lists.get(kind.name, ()) for b, s in snapshots.items()},
                                          separator) for kind in KINDS}
+    header_tools = frozenset(name for name, entry in entries.items() if entry.tool.header_arguments)
     return Catalogue(version, tuple(entries.values()), entries, tuple(collisions),
-                     tuple(renamed), tuple(hidden), dict(snapshots), listings, tuple(order))
+                     tuple(renamed), tuple(hidden), dict(snapshots), listings, tuple(order), header_tools)
 
 
 def _named(backend: str, namespace: str, separator: str, snapshot: BackendSnapshot | None,

@@ -13,15 +13,17 @@ agree with the body (-32020), version served (-32022); `envelope_of` is that lad
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
+from multidict import MultiMapping
 
 from gateway.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from gateway.protocol import spec
-from gateway.protocol.routing_headers import Routing, header_value
+from gateway.protocol.routing_headers import METHOD_KEY, NAME_KEY, VERSION_KEY, header_value
+from gateway.protocol.spec import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROTOCOL_VERSION_KEY
 
 JsonObject = dict[str, Any]
 
@@ -44,7 +46,7 @@ CACHEABLE = frozenset({spec.SERVER_DISCOVER, spec.TOOLS_LIST, spec.PROMPTS_LIST,
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """Syslog severities, least severe first."""
 
-CONNECTION_KEYS = (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY, spec.CLIENT_INFO_KEY, spec.LOG_LEVEL_KEY)
+CONNECTION_KEYS = (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY)
 """`_meta` keys that describe the client's own connection: a backend hears from the gateway, not from it."""
 _ABSENT = object()
 
@@ -62,7 +64,7 @@ def claims_modern(body: Any) -> bool:
     """Whether a decoded body names a 2026 version in its envelope (without the header: -32020)."""
     params = body.get("params") if isinstance(body, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(spec.PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
     return isinstance(version, str) and version not in HANDSHAKE_VERSIONS
 
 
@@ -75,12 +77,8 @@ def unsupported(version: str) -> UnsupportedProtocolVersion:
     return UnsupportedProtocolVersion(version[:40], list(SERVED_VERSIONS))
 
 
-@dataclass(slots=True)
-class Envelope:
-    """What one 2026 request says about its client; nothing is remembered from earlier requests.
-
-    Not frozen: one is made on every 2026 request, and a frozen dataclass's init costs several times more.
-    """
+class Envelope(NamedTuple):
+    """What one 2026 request says about its client; nothing is remembered from earlier requests."""
 
     protocol_version: str
     client_capabilities: JsonObject
@@ -94,50 +92,66 @@ class Envelope:
         return LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
 
 
-def take_envelope(method: str, params: JsonObject | None, headers: Routing | None) -> Envelope:
+_envelope = functools.partial(tuple.__new__, Envelope)
+"""An Envelope from its fields' tuple, made in C: NamedTuple's own `__new__` is a Python call (every 2026 request
+makes one)."""
+
+
+def take_envelope(method: str, params: JsonObject | None, headers: MultiMapping[str] | None) -> Envelope:
     """A 2026 request's envelope, checked against its routing headers in the SDK's order (or the error it
     gets), and taken out of its `_meta`: what is left there is what a backend may hear (the gateway
-    speaks for itself upstream), and a `_meta` of the envelope alone goes (one pass: every 2026 call runs it).
+    speaks for itself upstream), and a `_meta` of the envelope alone goes.
 
     `headers` None: a transport without headers (stdio), where the header rung has nothing to check.
+    Every 2026 request runs this: it is written for the interpreter (few steps in the usual case).
     """
     meta = params.get("_meta") if params else None
     if not isinstance(meta, dict):
-        raise InvalidParams(f"Invalid params: params._meta must carry {spec.PROTOCOL_VERSION_KEY} and "
-                            f"{spec.CLIENT_CAPABILITIES_KEY}")
-    version = meta.pop(spec.PROTOCOL_VERSION_KEY, _ABSENT)
-    capabilities = meta.pop(spec.CLIENT_CAPABILITIES_KEY, _ABSENT)
+        raise InvalidParams(f"Invalid params: params._meta must carry {PROTOCOL_VERSION_KEY} and "
+                            f"{CLIENT_CAPABILITIES_KEY}")
+    version = meta.pop(PROTOCOL_VERSION_KEY, _ABSENT)
+    capabilities = meta.pop(CLIENT_CAPABILITIES_KEY, _ABSENT)
     if version is _ABSENT or capabilities is _ABSENT:
-        missing = [key for key, value in ((spec.PROTOCOL_VERSION_KEY, version),
-                                          (spec.CLIENT_CAPABILITIES_KEY, capabilities)) if value is _ABSENT]
+        missing = [key for key, value in ((PROTOCOL_VERSION_KEY, version), (CLIENT_CAPABILITIES_KEY, capabilities))
+                   if value is _ABSENT]
         raise InvalidParams(f"Invalid params: params._meta lacks {', '.join(missing)}")
-    if headers is not None:
-        _check_headers(method, params, version, headers)  # type: ignore[arg-type]  # params holds `_meta`
-    if not isinstance(version, str):
-        raise InvalidParams(f"Invalid params: {spec.PROTOCOL_VERSION_KEY} must be a string")
+    if headers is not None:  # each header once and exactly the body's value: no more to check (else say why)
+        name_key = NAME_BEARING.get(method)
+        if (headers.getall(VERSION_KEY, ()) != [version] or headers.getall(METHOD_KEY, ()) != [method]
+                or headers.getall(NAME_KEY, ()) != ([params[name_key]] if name_key in params else [])):  # type: ignore[index, operator]
+            _check_headers(method, params, version, headers)  # type: ignore[arg-type]  # params holds `_meta`
     if version not in spec.MODERN_VERSIONS:
+        if not isinstance(version, str):
+            raise InvalidParams(f"Invalid params: {PROTOCOL_VERSION_KEY} must be a string")
         raise unsupported(version)
     if not isinstance(capabilities, dict):
-        raise InvalidParams(f"Invalid params: {spec.CLIENT_CAPABILITIES_KEY} must be an object")
-    info, level = meta.pop(spec.CLIENT_INFO_KEY, None), meta.pop(spec.LOG_LEVEL_KEY, None)
+        raise InvalidParams(f"Invalid params: {CLIENT_CAPABILITIES_KEY} must be an object")
+    info, level = meta.pop(CLIENT_INFO_KEY, None), meta.pop(LOG_LEVEL_KEY, None)
     if level is not None and level not in LOG_LEVELS:
-        raise InvalidParams(f"Invalid params: {spec.LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
+        raise InvalidParams(f"Invalid params: {LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
     if not meta:
         del params["_meta"]  # type: ignore[index]
-    return Envelope(version, capabilities, info, level)
+    return _envelope((version, capabilities, info, level))
 
 
-def _check_headers(method: str, params: JsonObject, version: Any, headers: Routing) -> None:
-    """The headers must repeat the body: version, method, and the name of tools/call, prompts/get, resources/read."""
-    version_header, method_header, raw = headers
-    if version_header != version:
+def _check_headers(method: str, params: JsonObject, version: Any, headers: MultiMapping[str]) -> None:
+    """The headers must repeat the body, each once (first-copy and last-copy readers would disagree): the
+    version, the method, and the name of tools/call, prompts/get, resources/read (and a task's id), which
+    may come trimmed or in its base64 form."""
+    versions, methods, names = (headers.getall(VERSION_KEY, ()), headers.getall(METHOD_KEY, ()),
+                                headers.getall(NAME_KEY, ()))
+    if len(versions) > 1 or len(methods) > 1 or len(names) > 1:  # one test for the three: every 2026 call runs it
+        repeated = next(key for key in (VERSION_KEY, METHOD_KEY, NAME_KEY) if len(headers.getall(key, ())) > 1)
+        raise HeaderMismatch(f"Header mismatch: {repeated} appears more than once")
+    if (versions[0] if versions else None) != version:
         raise HeaderMismatch(f"Header mismatch: {spec.VERSION_HEADER} differs from the body's protocol version")
-    if method_header != method:
+    if (methods[0] if methods else None) != method:
         raise HeaderMismatch(f"Header mismatch: {spec.METHOD_HEADER} differs from the body's method")
     name_key = NAME_BEARING.get(method)
     body_name = params.get(name_key) if name_key else None
     if body_name is None:
         return
+    raw = names[0] if names else None
     if raw != body_name and header_value(raw) != body_name:  # decoded only when it is not the plain value
         raise HeaderMismatch(f"Header mismatch: {spec.NAME_HEADER} differs from the body's {name_key}")
 

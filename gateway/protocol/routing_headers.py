@@ -17,15 +17,10 @@ from typing import Any
 
 from multidict import MultiMapping, istr
 
-from gateway.errors import HeaderMismatch
 from gateway.protocol import spec
 
 VERSION_KEY, METHOD_KEY, NAME_KEY = istr(spec.VERSION_HEADER), istr(spec.METHOD_HEADER), istr(spec.NAME_HEADER)
 """Header names in multidict's case-folded form: a lookup with one costs a third of one with a str."""
-_ROUTING_KEYS = (VERSION_KEY, METHOD_KEY, NAME_KEY)
-
-Routing = tuple[str | None, str | None, str | None]
-"""A 2026 request's `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers (None when absent)."""
 
 Path = tuple[str, ...]
 """Property names from the schema's root down to one argument (via `properties` only)."""
@@ -45,16 +40,6 @@ _SUBSCHEMAS = _SCHEMA_MAPS | frozenset({
     "items", "contains", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "propertyNames",
     "not", "if", "then", "else", "contentSchema", "allOf", "anyOf", "oneOf", "prefixItems"})
 """JSON Schema keywords whose values are schemas; instance data (`default`, `const`, …) is never entered."""
-
-
-def routing(headers: MultiMapping[str]) -> Routing:
-    """The routing headers; each may come once only (-32020), as first-copy and last-copy readers would disagree."""
-    version, method, name = (headers.getall(VERSION_KEY, ()), headers.getall(METHOD_KEY, ()),
-                             headers.getall(NAME_KEY, ()))
-    if len(version) > 1 or len(method) > 1 or len(name) > 1:  # one test for the three: every 2026 call runs it
-        repeated = next(key for key in _ROUTING_KEYS if len(headers.getall(key, ())) > 1)
-        raise HeaderMismatch(f"Header mismatch: {repeated} appears more than once")
-    return version[0] if version else None, method[0] if method else None, name[0] if name else None
 
 
 def header_value(raw: str | None) -> str | None:

@@ -86,11 +86,19 @@ class McpEndpoint:
         # _admit's two steps, inline: one coroutine fewer on every call (and so are both eras' below)
         principal = request[PRINCIPAL] = await self.exchange.authenticate(HttpCredentials(request, self.config), data)
         caller = principal, await self.exchange.admit(principal, data)
-        if _stateless(request, data):
-            admitted = self._stateless_request(request, caller, data)
-            if not isinstance(admitted, tuple):  # not a web.Response test: that is an ABC's, in Python
-                return admitted
-            message, ctx, stream = admitted
+        if _stateless(request, data):  # admitted without a session, or refused with its own HTTP status
+            traceparent = request[TRACEPARENT]
+            try:
+                admitted = self.stateless.admit(data, request.headers, caller, request[REQUEST_ID], traceparent)
+            except GatewayError as exc:
+                return _json(error_reply(jsonrpc.id_of(data), exc), status=eras.http_status(exc.code))
+            if admitted is None:  # a notification
+                return web.Response(status=202)
+            message, ctx = admitted
+            request[CONTEXT] = ctx
+            if ctx.traceparent is not traceparent:  # _meta's: the log line shows the trace the backends continue
+                request[TRACEPARENT] = ctx.traceparent  # type: ignore[assignment]
+            stream = PostStream(request, self.exchange.asks, "", ctx.envelope)
             if self.rounds is not None and message.method in INPUT_METHODS and (
                     ctx.capabilities or "requestState" in message.params):  # type: ignore[operator]
                 # its backend may ask its client (who declared what it may be asked), or a retry: in rounds.
@@ -138,23 +146,6 @@ class McpEndpoint:
         ctx = self._context(request, caller, session, None)
         replies = await self.exchange.handle_batch(items, ctx)
         return _json(replies) if replies else web.Response(status=202)
-
-    def _stateless_request(self, request: web.Request, caller: Caller,
-                           data: Any) -> tuple[Message, RequestContext, PostStream] | web.Response:
-        """A 2026-07-28 request admitted without a session, or the reply it gets at once: a refusal with its
-        own HTTP status, or 202 for a notification."""
-        traceparent = request[TRACEPARENT]
-        try:
-            admitted = self.stateless.admit(data, request.headers, caller, request[REQUEST_ID], traceparent)
-        except GatewayError as exc:
-            return _json(error_reply(jsonrpc.id_of(data), exc), status=eras.http_status(exc.code))
-        if admitted is None:
-            return web.Response(status=202)
-        message, ctx = admitted
-        request[CONTEXT] = ctx
-        if ctx.traceparent is not traceparent:  # _meta's: the log line shows the trace the backends continue
-            request[TRACEPARENT] = ctx.traceparent  # type: ignore[assignment]
-        return message, ctx, PostStream(request, self.exchange.asks, "", ctx.envelope)
 
     # ---------------------------------------------------------------- GET and DELETE
 

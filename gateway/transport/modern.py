@@ -30,7 +30,7 @@ from gateway.protocol.capabilities import declared as relayable
 from gateway.protocol.eras import Envelope
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
 from gateway.protocol.request_state import INPUT_METHODS, StateSeal
-from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch, routing
+from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch
 from gateway.tenancy import RequestContext
 from gateway.transport.channel import ChannelClosed
 from gateway.transport.exchange import Caller, Exchange
@@ -68,12 +68,11 @@ class StatelessRequests:
         if method is None or "id" not in data:
             return _unanswered(message, headers)
         params: JsonObject = message.params  # type: ignore[assignment]  # the envelope is in it
-        envelope = eras.take_envelope(method, params, routing(headers))
-        name = params.get("name")
-        if method == spec.TOOLS_CALL and type(name) is str:  # most tools have no header arguments: cheap to tell
-            entry = self.catalogue.current.by_name.get(name)
-            if entry is not None and entry.tool.header_arguments:
-                self._check_param_headers(caller, params, headers)
+        envelope = eras.take_envelope(method, params, headers)
+        header_tools = self.catalogue.current.header_tools  # most catalogues have none: cheap to tell
+        if header_tools and method == spec.TOOLS_CALL and type(name := params.get("name")) is str and (
+                name in header_tools):
+            self._check_param_headers(caller, params, headers)
         meta = params.get("_meta")  # what is left of it, for the backend
         if meta is not None and "traceparent" in meta:  # 2026 carries the trace here: it wins over the header's,
             given = meta["traceparent"]                  # and the backend gets it continued by our span

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from gateway.protocol import spec
 from gateway.protocol.capabilities import for_backend
+from gateway.protocol.eras import CONNECTION_KEYS, NAME_BEARING
 from gateway.protocol.routing_headers import HeaderParams, header_form, header_params, param_headers
 from gateway.upstream.base import JsonObject
 
@@ -29,11 +30,7 @@ MODERN_VERSION: Final = spec.MODERN_VERSIONS[-1]
 """The version the gateway speaks to 2026 backends."""
 INPUT_REQUIRED: Final = "input_required"
 TASK: Final = "task"
-NAMED = {spec.TOOLS_CALL: "name", spec.PROMPTS_GET: "name", spec.RESOURCES_READ: "uri",
-         spec.TASKS_GET: "taskId", spec.TASKS_UPDATE: "taskId", spec.TASKS_CANCEL: "taskId"}
-"""Methods whose `Mcp-Name` header repeats this param."""
 LISTS = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
-CONNECTION_KEYS = (spec.PROTOCOL_VERSION_KEY, spec.CLIENT_CAPABILITIES_KEY, spec.CLIENT_INFO_KEY, spec.LOG_LEVEL_KEY)
 _RESULT_ONLY = ("resultType", "ttlMs", "cacheScope")
 """2026 result fields a handshake-era reply does not have."""
 
@@ -67,7 +64,7 @@ class ModernWire:
     def headers(self, method: str, params: JsonObject) -> dict[str, str]:
         """The routing headers of one request (the version header comes with the session)."""
         headers = {spec.METHOD_HEADER: method}
-        key = NAMED.get(method)
+        key = NAME_BEARING.get(method)  # the param its `Mcp-Name` header repeats
         name = params.get(key) if key else None
         if isinstance(name, str):
             headers[spec.NAME_HEADER] = header_form(name)

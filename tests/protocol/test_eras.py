@@ -8,9 +8,8 @@ import orjson
 import pytest
 from multidict import CIMultiDict
 
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, HeaderMismatch
 from gateway.protocol import eras
-from gateway.protocol.routing_headers import Routing, routing
 
 MODERN = "2026-07-28"
 VERSION, CAPABILITIES = "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"
@@ -42,12 +41,11 @@ def meta(**changes: Any) -> dict[str, Any]:
     return {key: value for key, value in out.items() if value is not None}
 
 
-def headers(**changes: str) -> Routing:
-    return routing(CIMultiDict({"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "t",
-                                **changes}))
+def headers(**changes: str) -> CIMultiDict[str]:
+    return CIMultiDict({"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "t", **changes})
 
 
-def refusal(params: Any, sent: Routing | None, method: str = "tools/call") -> int:
+def refusal(params: Any, sent: CIMultiDict[str] | None, method: str = "tools/call") -> int:
     with pytest.raises(GatewayError) as raised:
         eras.take_envelope(method, params, sent)
     return raised.value.code
@@ -75,8 +73,21 @@ def test_an_envelope_that_passes_carries_the_requests_own_client() -> None:
     ({"name": "t", "_meta": meta(**{CAPABILITIES: []})}, headers(), -32602),
     ({"name": "t", "_meta": meta(**{"io.modelcontextprotocol/logLevel": "verbose"})}, headers(), -32602),
 ])
-def test_the_ladder_refuses_in_the_sdks_order(params: Any, sent: Routing | None, code: int) -> None:
+def test_the_ladder_refuses_in_the_sdks_order(params: Any, sent: CIMultiDict[str] | None, code: int) -> None:
     assert refusal(params, sent) == code
+
+
+def test_the_routing_headers_are_read_whatever_their_case() -> None:
+    sent = CIMultiDict({"mcp-protocol-version": MODERN, "MCP-METHOD": "tools/call", "mcp-name": "t"})
+    assert eras.take_envelope("tools/call", {"name": "t", "_meta": meta()}, sent).protocol_version == MODERN
+
+
+@pytest.mark.parametrize("name", ["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"])
+def test_a_routing_header_may_come_once_only(name: str) -> None:
+    sent = headers()
+    sent.add(name.lower(), sent[name])  # the same value twice: a last-copy reader could still be told another
+    with pytest.raises(HeaderMismatch, match="more than once"):
+        eras.take_envelope("tools/call", {"name": "t", "_meta": meta()}, sent)
 
 
 def test_an_unsupported_version_names_every_served_one() -> None:

@@ -8,14 +8,12 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict
 
-from gateway.errors import HeaderMismatch
 from gateway.protocol.routing_headers import (
     header_form,
     header_params,
     header_value,
     param_headers,
     param_mismatch,
-    routing,
 )
 
 
@@ -36,17 +34,6 @@ def wrapped(text: str) -> str:
 ])
 def test_a_header_value_is_trimmed_and_its_base64_form_decoded(raw: str | None, meant: str | None) -> None:
     assert header_value(raw) == meant
-
-
-def test_the_routing_headers_are_read_whatever_their_case() -> None:
-    headers = CIMultiDict({"mcp-protocol-version": "2026-07-28", "MCP-METHOD": "tools/call"})
-    assert routing(headers) == ("2026-07-28", "tools/call", None)
-
-
-@pytest.mark.parametrize("name", ["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"])
-def test_a_routing_header_may_come_once_only(name: str) -> None:
-    with pytest.raises(HeaderMismatch, match="more than once"):
-        routing(CIMultiDict([(name, "a"), (name.lower(), "a")]))
 
 
 def schema(**properties: Any) -> dict[str, Any]:
