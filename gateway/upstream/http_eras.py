@@ -30,11 +30,20 @@ from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
 from gateway.protocol import spec
 from gateway.protocol.capabilities import NONE, TASKS
-from gateway.upstream.base import BackgroundTasks, JsonObject, ListChangedCallbacks, UpstreamError, handshake_params
+from gateway.upstream.base import (
+    BackgroundTasks,
+    JsonObject,
+    ListChangedCallbacks,
+    ResourceUpdates,
+    UpstreamError,
+    handshake_params,
+    subscribable,
+)
 from gateway.upstream.client import HttpTransport
 from gateway.upstream.http_body import BoundedBody, Refused
 from gateway.upstream.http_listen import ListenStream
 from gateway.upstream.http_session import NO_HANDLERS, BackendSession, Handlers, SessionExpired, SessionKey
+from gateway.upstream.http_watch import ResourceWatch
 from gateway.upstream.input_rounds import answering, settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
 
@@ -44,6 +53,8 @@ AUTO, MODERN, HANDSHAKE = BACKEND_PROTOCOLS
 """The values of a backend's `protocol` setting."""
 LOCAL_AT_2026: Final = frozenset({spec.LOGGING_SET_LEVEL})
 """Removed at 2026, answered by the gateway: each 2026 request says its own log level."""
+WATCHED: Final = frozenset({spec.RESOURCES_SUBSCRIBE, spec.RESOURCES_UNSUBSCRIBE})
+"""Removed at 2026, answered by the gateway: the URIs go in its listen stream's resourceSubscriptions."""
 
 
 class HttpEras:
@@ -62,6 +73,8 @@ class HttpEras:
     _tasks: BackgroundTasks
     _list_changed: ListChangedCallbacks
     _listen: ListenStream
+    _updates: ResourceUpdates
+    _watch: ResourceWatch
 
     def _init_eras(self, protocol: str, client_info: Mapping[str, Any]) -> None:
         self._protocol = protocol  # 2026 too is found out first: server/discover says its capabilities
@@ -69,6 +82,9 @@ class HttpEras:
         self._detecting = asyncio.Lock()
         self._wire = ModernWire(client_info)
         self._listen = ListenStream(self._body, self._stream_client, self._wire, self._list_changed.fire, self._tasks)
+        watching = ListenStream(self._body, self._stream_client, self._wire, lambda _: None, self._tasks,
+                                on_updated=lambda message: self._watch.updated(message))
+        self._watch = ResourceWatch(watching, self._updates, self._tasks)
 
     @property
     def announces(self) -> bool:
@@ -170,7 +186,19 @@ class HttpEras:
                               headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:
         if method in LOCAL_AT_2026:
             return {"jsonrpc": "2.0", "id": 0, "result": {}}
+        if method in WATCHED and subscribable(self.server_capabilities) and isinstance((params or {}).get("uri"), str):
+            await self._watched(method, params["uri"], key[0])  # type: ignore[index]
+            return {"jsonrpc": "2.0", "id": 0, "result": {}}
         return await self._modern_call(method, params, key, headers, handlers)
+
+    async def _watched(self, method: str, uri: str, tenant: str) -> None:
+        """A (un)subscribe at 2026: the URI joins or leaves the listen stream of the backend's
+        subscriptions, under the catalogue's identity as the list-change stream (http_watch.py)."""
+        alive = lambda: self._era != HANDSHAKE and self._http is not None  # noqa: E731
+        if method == spec.RESOURCES_SUBSCRIBE:
+            await self._watch.subscribe(tenant, uri, self._headers, alive)
+        else:
+            self._watch.unsubscribe(tenant, uri, self._headers, alive)
 
     async def _modern_call(self, method: str, params: JsonObject | None, key: SessionKey,
                            headers: CIMultiDict[str], handlers: Handlers) -> JsonObject:

@@ -61,11 +61,13 @@ class ListenStream:
     """One backend's listen stream, kept open while `alive()`; list changes go to `on_changed`."""
 
     def __init__(self, body: BoundedBody, open_client: Callable[[], HttpTransport], wire: ModernWire,
-                 on_changed: Callable[[str], None], tasks: BackgroundTasks) -> None:
+                 on_changed: Callable[[str], None], tasks: BackgroundTasks,
+                 on_updated: Callable[[JsonObject], None] | None = None) -> None:
         self._body = body
         self._open_client = open_client
         self._wire = wire
         self._on_changed = on_changed
+        self._on_updated = on_updated
         self._tasks = tasks
         self._task: asyncio.Task[None] | None = None
         self._ids = 0
@@ -76,14 +78,17 @@ class ListenStream:
         """Listen for what `capabilities` promise, unless that is nothing or a stream runs already."""
         wanted = promised(capabilities)
         if wanted and (self._task is None or self._task.done()):
-            self._task = self._tasks.spawn(self._run(wanted, headers, alive), "subscriptions/listen")
+            self._task = self._tasks.spawn(self.run(lambda: wanted, headers, alive), "subscriptions/listen")
 
-    async def _run(self, wanted: JsonObject, headers: CIMultiDict[str], alive: Callable[[], bool]) -> None:
+    async def run(self, wanted: Callable[[], JsonObject], headers: CIMultiDict[str], alive: Callable[[], bool],
+                  on_ack: Callable[[], None] = lambda: None) -> None:
+        """Listen for `wanted()` (asked again at each new stream) while `alive()`, on a client of its own;
+        `on_ack` is told each time a stream is acknowledged."""
         client, backoff, heard = self._open_client(), Backoff(), False
         try:
             while alive():
                 try:
-                    ending, acknowledged = await self._listen_once(client, wanted, headers, backoff, heard)
+                    ending, acknowledged = await self._listen_once(client, wanted(), headers, (backoff, on_ack), heard)
                 except (*TRANSPORT_ERRORS, UpstreamError) as exc:
                     _log.debug("upstream listen stream broke", backend=self._body.backend, error=repr(exc))
                     ending, acknowledged = Ending.BROKE, False
@@ -97,7 +102,7 @@ class ListenStream:
             await client.close()
 
     async def _listen_once(self, client: HttpTransport, wanted: JsonObject, headers: CIMultiDict[str],
-                           backoff: Backoff, relist: bool) -> tuple[Ending, bool]:
+                           acks: tuple[Backoff, Callable[[], None]], relist: bool) -> tuple[Ending, bool]:
         """One listen request, read to its end: how it ended, and whether it was acknowledged."""
         self._ids += 1
         request_id = self._ids
@@ -114,9 +119,12 @@ class ListenStream:
                 async for event in events:
                     message = self._body.decode(event.data) if event.event == "message" and event.data else None
                     if _tagged(message, request_id, ACKNOWLEDGED):
-                        acknowledged = self._acknowledged(message, backoff, relist)
+                        acknowledged = self._acknowledged(message, acks[0], relist)
+                        acks[1]()
                     elif acknowledged and _tagged(message, request_id, None):
                         self._on_changed(message["method"])
+                    elif acknowledged and self._on_updated and _tagged(message, request_id, spec.RESOURCES_UPDATED):
+                        self._on_updated(message)
                     elif message_kind(message) == "response":
                         return _ended(message)
             return Ending.BROKE
