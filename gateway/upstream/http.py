@@ -10,7 +10,7 @@ listen on a GET stream (http_listener.py) for list changes and resource updates 
 belong to no call; a request on a call's SSE stream goes to that call's `on_request`. Cancelling
 the task awaiting `request()` (or its timeout) sends `notifications/cancelled` with the upstream
 id. Its parts: http_session.py (sessions, headers), http_body.py (bounded replies), clients.py,
-http_listener.py (GET streams), http_listen.py (a 2026 backend's listen stream, http_eras.py).
+http_listener.py (GET streams), http_listen.py and http_watch.py (a 2026 backend's listen streams).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 The backend's `protocol` setting pins the era ("handshake", "2026") or leaves it to be found
 ("auto", the default): the handshake first, and `server/discover` when the backend refuses it
 (a 2026-only backend). The handshake goes first because a backend that serves both eras
-gives more through a session: resource subscriptions, which the gateway takes out only there.
+gives more through a session: resource subscriptions under each tenant's own identity.
 List changes are heard in either era: on a session's GET stream, or on a 2026 backend's
-`subscriptions/listen` stream when its discover promises them (http_listen.py). A 2026
+`subscriptions/listen` stream when its discover promises them (http_listen.py). At 2026 a
+(un)subscribe is answered here: the URI joins or leaves a listen stream of its own (http_watch.py). A 2026
 backend that promises none, or refuses to listen, cannot announce (`announces` False): the
 catalogue re-lists it after the requests it serves while clients listen (catalogue/relisting.py).
 The era found is kept per backend. When a request then fails in a way that says the backend

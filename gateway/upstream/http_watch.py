@@ -51,7 +51,7 @@ class ResourceWatch:
     async def subscribe(self, key: str, uri: str, headers: CIMultiDict[str], alive: Callable[[], bool]) -> None:
         """`key` holds `uri`: returns once a stream naming it is acknowledged (a failure lets go of it)."""
         holders = self._holders.setdefault(uri, set())
-        if not holders:
+        if not holders or self._pending is self._current is None:  # a new URI, or no stream left to name it
             self._reopen(headers, alive)
         holders.add(key)
         if self._pending is None:  # held already, and named by the acknowledged stream

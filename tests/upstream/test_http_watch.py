@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from upstream.test_http_listen import MODERN, TAG, eventually, frame, note
 
 from gateway.upstream import HttpUpstream
 from gateway.upstream.base import JsonObject, UpstreamError
+from upstream.test_http_listen import MODERN, eventually, note
 
 WAIT = 5.0
 UPDATED = "notifications/resources/updated"
@@ -33,6 +33,8 @@ class WatchFake:
         self.listens: list[tuple[dict[str, str], JsonObject]] = []
         self.open: dict[Any, tuple[list[str], asyncio.Queue[bytes]]] = {}
         self.calls: list[str] = []
+        self.acking = asyncio.Event()  # cleared: new listen streams wait before their acknowledgement
+        self.acking.set()
         self.app = web.Application()
         self.app.router.add_post("/mcp", self.handle)
 
@@ -60,6 +62,7 @@ class WatchFake:
         await response.prepare(request)
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         await response.write(note(UPDATED, body["id"], uri=uris[0]))  # before the acknowledgement
+        await self.acking.wait()
         await response.write(note("notifications/subscriptions/acknowledged", body["id"],
                                   notifications={"resourceSubscriptions": uris}))
         self.open[body["id"]] = (uris, queue)
@@ -125,6 +128,21 @@ async def test_a_new_set_is_a_new_stream_and_the_old_closes_after_its_acknowledg
     await _send(upstream, "resources/unsubscribe", "memo://b", "acme")  # the last URI: no stream at all
     await eventually(lambda: not backend.open)
     assert len(backend.listens) == 3
+
+
+async def test_the_old_stream_serves_until_the_new_one_is_acknowledged(started: Any) -> None:
+    backend = WatchFake()
+    upstream, heard = await started(backend)
+    await _send(upstream, "resources/subscribe", "memo://a", "acme")
+    backend.acking.clear()
+    adding = asyncio.create_task(_send(upstream, "resources/subscribe", "memo://b", "acme"))
+    await eventually(lambda: len(backend.listens) == 2)
+    backend.touch("memo://a")  # told on the old stream, still open
+    await eventually(lambda: heard == [("acme", {"uri": "memo://a"})])
+    assert not adding.done()  # the subscribe waits for the stream that names its URI
+    backend.acking.set()
+    assert (await adding)["result"] == {}
+    await eventually(lambda: [uris for uris, _ in backend.open.values()] == [["memo://a", "memo://b"]])
 
 
 async def test_a_refused_listen_fails_the_subscribe_and_holds_nothing(started: Any) -> None:
