@@ -1,4 +1,5 @@
-"""A 2026-07-28 backend that serves `subscriptions/listen` (the official SDK's 2.3.0 server does not).
+"""A 2026-07-28 backend that serves `subscriptions/listen`, scripted to the frame (the official SDK's
+high-level `MCPServer` serves listen too; its low-level `Server`, the conformance fixture's, does not).
 
 Not a test module: an aiohttp app the upstream tests run on 127.0.0.1, speaking the 2026 wire as
 PROTOCOL-2026 describes it: every request a POST with the 2026 `MCP-Protocol-Version` header and
@@ -6,7 +7,7 @@ envelope, `server/discover` promising `listChanged` for tools and prompts, lists
 `cacheScope`, and `subscriptions/listen` answered by an SSE stream whose first frame is
 `notifications/subscriptions/acknowledged`, then only the kinds asked for, each tagged with the
 listen request's id as `subscriptionId` (§A.7). Or a backend that cannot announce: `silent=True`,
-its discover promises nothing (as the SDK's server's); `refuse_listen=True`, a listen gets -32601.
+its discover promises nothing (as the SDK's low-level server's); `refuse_listen=True`, a listen gets -32601.
 
 Tools: `echo`, and `add_tool(name)`, which offers one more tool and tells every open listen stream
 that asked for tool changes. `change_tools(name)` does the same from outside any request (a change
