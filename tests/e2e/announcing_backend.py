@@ -7,7 +7,7 @@ envelope, `server/discover` promising `listChanged` for tools and prompts, lists
 `cacheScope`, and `subscriptions/listen` answered by an SSE stream whose first frame is
 `notifications/subscriptions/acknowledged`, then only the kinds asked for, each tagged with the
 listen request's id as `subscriptionId` (§A.7). Or a backend that cannot announce: `silent=True`,
-its discover promises nothing (as the SDK's low-level server's); `refuse_listen=True`, a listen gets -32601.
+its discover promises nothing (a backend that never announces); `refuse_listen=True`, a listen gets -32601.
 
 Tools: `echo`, and `add_tool(name)`, which offers one more tool and tells every open listen stream
 that asked for tool changes. `change_tools(name)` does the same from outside any request (a change
