@@ -37,11 +37,11 @@ WAIT = 10.0
 
 
 @contextlib.asynccontextmanager
-async def http_watched(port: int | None = None) -> AsyncIterator[str]:
-    """The watched backend over Streamable HTTP, as a real process; yields its URL."""
+async def serving_http(argv: list[str], port: int | None = None) -> AsyncIterator[str]:
+    """A backend process run as `argv --port N`, once it accepts connections; yields its /mcp URL."""
     port = port or free_port()
     process = await asyncio.create_subprocess_exec(
-        *BACKEND, "--transport", "http", "--port", str(port),
+        *argv, "--port", str(port),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 15
@@ -57,6 +57,11 @@ async def http_watched(port: int | None = None) -> AsyncIterator[str]:
         await stop_process(process)
 
 
+def http_watched(port: int | None = None) -> contextlib.AbstractAsyncContextManager[str]:
+    """The watched backend over Streamable HTTP, as a real process; yields its URL."""
+    return serving_http([*BACKEND, "--transport", "http"], port)
+
+
 @pytest.fixture(params=["stdio", "http"])
 async def running(request: Any, gateway: StartGateway) -> AsyncIterator[Any]:
     async with contextlib.AsyncExitStack() as stack:
@@ -67,22 +72,30 @@ async def running(request: Any, gateway: StartGateway) -> AsyncIterator[Any]:
         yield await gateway(make_config([backend], tenants=TENANTS))
 
 
-@pytest.fixture
-async def session_of(running: Any, raw_client: Any) -> AsyncIterator[Callable[[str], Awaitable[tuple[RawClient,
-                                                                                                         GetStream]]]]:
-    """`await session_of(tenant)`: an initialized raw session with its GET stream open."""
+SessionOf = Callable[[str], Awaitable[tuple[RawClient, GetStream]]]
+
+
+@contextlib.asynccontextmanager
+async def sessions_at(url: str, raw_client: Any) -> AsyncIterator[SessionOf]:
+    """`await session_of(tenant)`: an initialized raw session with its GET stream open (closed at the end)."""
     streams: list[GetStream] = []
     async with aiohttp.ClientSession() as http:
         async def open_session(tenant: str) -> tuple[RawClient, GetStream]:
-            client: RawClient = raw_client(running.url, make_token(tenant))
+            client: RawClient = raw_client(url, make_token(tenant))
             await client.initialize()
-            stream = await GetStream(http, running.url, client.token or "", client.session_id or "").open()
+            stream = await GetStream(http, url, client.token or "", client.session_id or "").open()
             streams.append(stream)
             return client, stream
 
         yield open_session
         for stream in streams:
             await stream.close()
+
+
+@pytest.fixture
+async def session_of(running: Any, raw_client: Any) -> AsyncIterator[SessionOf]:
+    async with sessions_at(running.url, raw_client) as open_session:
+        yield open_session
 
 
 async def _tool(client: RawClient, name: str, **arguments: str) -> str:

@@ -13,43 +13,24 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import mcp_types as types
 import pytest
-from backend_fixtures import HOST, free_port, stop_process
 from conftest import RawClient, StartGateway, make_config, make_token, sdk_client
 from mcp.client.subscriptions import ResourceUpdated
-from shared_state.helpers import GetStream
 from test_listen_2026 import modern_client
-from test_subscriptions import QUIET, TENANTS, WAIT, _updates
+from test_subscriptions import QUIET, TENANTS, WAIT, SessionOf, _updates, serving_http, sessions_at
 
 pytestmark = pytest.mark.timeout(90)
 
 SCRIPT = str(Path(__file__).with_name("watched_2026_backend.py"))
 
 
-@contextlib.asynccontextmanager
-async def backend_2026() -> AsyncIterator[str]:
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, SCRIPT, "--port", str(port),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection(HOST, port)
-                writer.close()
-                break
-            assert time.monotonic() < deadline and process.returncode is None, "the backend did not start"
-            await asyncio.sleep(0.1)
-        yield f"http://{HOST}:{port}/mcp"
-    finally:
-        await stop_process(process)
+def backend_2026() -> contextlib.AbstractAsyncContextManager[str]:
+    return serving_http([sys.executable, SCRIPT])
 
 
 @pytest.fixture
@@ -60,21 +41,10 @@ async def running(gateway: StartGateway) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def session_of(running: Any, raw_client: Any) -> AsyncIterator[Callable[[str], Awaitable[tuple[RawClient,
-                                                                                                         GetStream]]]]:
+async def session_of(running: Any, raw_client: Any) -> AsyncIterator[SessionOf]:
     """`await session_of(tenant)`: an initialized raw handshake-era session with its GET stream open."""
-    streams: list[GetStream] = []
-    async with aiohttp.ClientSession() as http:
-        async def open_session(tenant: str) -> tuple[RawClient, GetStream]:
-            client: RawClient = raw_client(running.url, make_token(tenant))
-            await client.initialize()
-            stream = await GetStream(http, running.url, client.token or "", client.session_id or "").open()
-            streams.append(stream)
-            return client, stream
-
+    async with sessions_at(running.url, raw_client) as open_session:
         yield open_session
-        for stream in streams:
-            await stream.close()
 
 
 async def _touch(client: RawClient, uri: str, text: str) -> None:
