@@ -105,7 +105,8 @@ def _gateway_state(endpoint: McpEndpoint,
             if config.server.ready_requires == "any_backend":
                 app[keys.READINESS].add_check("backends", any_backend_serving(core.catalogue))
             core.catalogue.subscribe(exchange.list_changed_listener(announce))
-            core.catalogue.relisting.watch(lambda: [*streams.listening(), *listeners.listening()])
+            core.catalogue.relisting.watch(lambda: [*streams.listening(), *listeners.listening()],
+                                           shared.listening)  # listeners on other replicas count too
             streams.on_listening = listeners.on_listening = core.catalogue.relisting.changed
             await core.start()
             yield

@@ -2,8 +2,9 @@
 
 With `store.redis_url` unset, every part is the in-process memory one. With it set, one
 Redis client (one connection pool) per process serves the catalogue snapshots, the
-sessions, the rate-limit counters and the event channel, and three background tasks run:
-the health watchdog (PING), the event subscriber, and the session expiry pusher.
+sessions, the rate-limit counters and the event channel, and four background tasks run:
+the health watchdog (PING), the event subscriber, the session expiry pusher, and the
+heartbeat telling the other replicas which tenants listen for list changes here.
 
 The event channel also carries what must reach one replica in particular: a session's answer
 to the replica that asked, a multi-round retry to the replica holding its round. The key that
@@ -28,6 +29,7 @@ from gateway.ratelimit import Decision, MemoryRateLimiter, RateLimiter, RedisRat
 from gateway.store.client import create_client
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable, cancel_quietly, close_quietly, redacted
+from gateway.store.listening import SharedListening
 from gateway.transport.channel import ForwardAnswer, PendingAsks
 from gateway.transport.rounds import Rounds
 from gateway.transport.rounds_remote import RemoteRounds
@@ -67,6 +69,7 @@ class SharedState:
     replica_id: str = field(default_factory=lambda: secrets.token_hex(8))  # the event bus's, with Redis
     health: StoreHealth | None = None  # None: the memory store, always up
     events: EventBus | None = None
+    listening: SharedListening | None = None  # the other replicas' listeners, with Redis
     required: bool = False
     runners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background, while open
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -189,9 +192,10 @@ def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metri
                                  idle_seconds=config.server.session_idle_seconds, limit_for=limits,
                                  on_count=metrics.sessions_observed if metrics is not None else None)
     limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
+    listening = SharedListening(events)
     return SharedState(snapshots, sessions, limiter, state_seal(config), replica_id=events.replica_id, health=health,
-                       events=events, required=config.store.required,
-                       runners=[events.run, sessions.run, lambda: health.watch(redis.ping)])
+                       events=events, listening=listening, required=config.store.required,
+                       runners=[events.run, sessions.run, lambda: health.watch(redis.ping), listening.run])
 
 
 async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:

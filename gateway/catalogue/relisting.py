@@ -11,6 +11,11 @@ runs ask for exactly one more after it (their change may have come after it list
 than RELIST_GAP after it, so a backend under constant calls is listed a few times a second at most. Nobody
 listening, nothing is fetched: a client that lists later gets the lists the periodic refresh
 and the backend's cache hints keep fresh.
+
+With many replicas, listeners on the others count too (`Replicas`, store/listening.py): the
+replica that served the request re-lists, and the shared catalogue tells the other replicas'
+clients. The tenants counted are kept in one tuple, made again only when some listener comes
+or goes, here or elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Collection
+from typing import Protocol
 
 from gateway.config import Config
 
@@ -25,6 +31,29 @@ RELIST_GAP = 0.25  # seconds between the end of one re-list of a backend and the
 
 Listening = Callable[[], Collection[str]]
 """The tenants of which some client listens for list changes now (a GET stream, a listen stream)."""
+
+
+class Replicas(Protocol):
+    """The other replicas' listening tenants, and the way to tell them this one's."""
+
+    def tell(self, tenants: frozenset[str]) -> None: ...
+
+    def tenants(self) -> frozenset[str]: ...
+
+    def on_change(self, listener: Callable[[], None]) -> None: ...
+
+
+class _Alone:
+    """One process: nobody else to tell, nobody else listening."""
+
+    def tell(self, tenants: frozenset[str]) -> None:
+        return None
+
+    def tenants(self) -> frozenset[str]:
+        return frozenset()
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        return None
 
 
 class Relisting:
@@ -37,18 +66,35 @@ class Relisting:
         self._announces = announces
         self._config = config
         self._listening: Listening = tuple
-        self._tenants: Collection[str] = ()  # what `_listening` last said: read on every call, so kept
+        self._replicas: Replicas = _Alone()
+        self._local: frozenset[str] = frozenset()  # what `_listening` last said
+        self._tenants: Collection[str] = ()  # and the other replicas': read on every call, so kept
         self._running: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
-    def watch(self, listening: Listening) -> None:
+    def watch(self, listening: Listening, replicas: Replicas | None = None) -> None:
         """Re-list for the listeners `listening()` names (the transport's streams); `changed()` whenever
-        they may have changed."""
+        they may have changed. With `replicas`, for the other replicas' listeners too."""
         self._listening = listening
+        if replicas is not None:
+            self._replicas = replicas
+            replicas.on_change(self._count)
         self.changed()
 
     def changed(self) -> None:
-        self._tenants = tuple(self._listening())
+        """This replica's listeners may have changed: count them, and tell the other replicas."""
+        local = frozenset(self._listening())
+        if local != self._local:
+            self._local = local
+            self._replicas.tell(local)
+        self._count()
+
+    def tenants(self) -> Collection[str]:
+        """The tenants re-listed for: listening here or on another replica."""
+        return self._tenants
+
+    def _count(self) -> None:
+        self._tenants = tuple(self._local | self._replicas.tenants())
 
     def served(self, backend: str) -> None:
         """A request forwarded to `backend` is done: its lists may have changed."""
