@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import pytest
 from conftest import make_config
@@ -123,3 +123,58 @@ async def test_listeners_are_followed_as_they_come_and_go() -> None:
     relisting.served("quiet")
     await settle()
     assert backends.refreshed == ["quiet"]
+
+
+class OtherReplicas:
+    """The other replicas' listening tenants as a test sets them; what this replica told them."""
+
+    def __init__(self) -> None:
+        self.theirs: frozenset[str] = frozenset()
+        self.told: list[frozenset[str]] = []
+        self.listeners: list[Callable[[], None]] = []
+
+    def tell(self, tenants: frozenset[str]) -> None:
+        self.told.append(tenants)
+
+    def tenants(self) -> frozenset[str]:
+        return self.theirs
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self.listeners.append(listener)
+
+    def set(self, *tenants: str) -> None:
+        self.theirs = frozenset(tenants)
+        for listener in self.listeners:
+            listener()
+
+
+async def test_a_listener_on_another_replica_counts_while_it_is_there() -> None:
+    backends, others = Backends(), OtherReplicas()
+    backends.gate.set()
+    relisting = Relisting(refresh=backends.refresh, announces=lambda name: False, config=lambda: CONFIG)
+    relisting.watch(tuple, others)
+    others.set("other")  # sees only `loud`
+    relisting.served("quiet")
+    await settle()
+    assert backends.refreshed == []
+    others.set("other", "acme")
+    relisting.served("quiet")
+    await settle()
+    assert backends.refreshed == ["quiet"] and set(relisting.tenants()) == {"other", "acme"}
+    others.set()
+    relisting.served("quiet")
+    await settle()
+    assert backends.refreshed == ["quiet"]
+
+
+async def test_the_other_replicas_hear_of_each_change_of_the_local_listeners_once() -> None:
+    backends, others, listening = Backends(), OtherReplicas(), ["acme"]
+    relisting = Relisting(refresh=backends.refresh, announces=lambda name: False, config=lambda: CONFIG)
+    relisting.watch(lambda: listening, others)
+    listening.append("acme")  # a second stream of the same tenant: nothing new to tell
+    relisting.changed()
+    others.set("wide")
+    listening.clear()
+    relisting.changed()
+    assert others.told == [frozenset({"acme"}), frozenset()]
+    assert set(relisting.tenants()) == {"wide"}

@@ -10,7 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 from conftest import RawClient, RunningGateway, http_backend_config, make_token
-from e2e.test_upstream_eras import EraBackend
+from e2e.test_upstream_eras import EraBackend, client
+from mcp.client.subscriptions import ToolsListChanged
 
 from gateway import keys
 from shared_state.conftest import StartReplicas, needs_shared_redis
@@ -84,3 +85,27 @@ async def test_a_listener_on_one_replica_makes_the_other_relist_after_its_calls(
             await stream.close()
     listed = (await listener.call("tools/list"))["result"]["tools"]
     assert "quiet__extra" in {tool["name"] for tool in listed}
+
+
+async def test_a_2026_listen_stream_on_one_replica_hears_a_call_served_by_the_other(
+        replicas: StartReplicas, quiet: str, raw_client: Any) -> None:
+    a, b = await replicas(2, [http_backend_config("quiet", quiet)], catalogue=LONG_REFRESH)
+    caller = await session(a, raw_client)
+    async with client(b.url, "auto") as sdk, sdk.listen(tools_list_changed=True) as subscription:
+        assert await wait_until(lambda: listening_elsewhere(a, {"acme"}), HEARD_WITHIN)
+        await grow(caller, "extra")
+        assert await asyncio.wait_for(anext(subscription), HEARD_WITHIN) == ToolsListChanged()
+        assert "quiet__extra" in {tool.name for tool in (await sdk.list_tools()).tools}
+
+
+async def test_a_replica_whose_listeners_left_stops_counting(
+        replicas: StartReplicas, quiet: str, raw_client: Any) -> None:
+    a, b = await replicas(2, [http_backend_config("quiet", quiet)], catalogue=LONG_REFRESH)
+    listener = await session(b, raw_client)
+    async with aiohttp.ClientSession() as http:
+        stream = await GetStream(http, b.url, listener.token or "", listener.session_id or "").open()
+        try:
+            assert await wait_until(lambda: listening_elsewhere(a, {"acme"}), HEARD_WITHIN)
+        finally:
+            await stream.close()
+    assert await wait_until(lambda: listening_elsewhere(a, set()), HEARD_WITHIN)
