@@ -15,25 +15,35 @@ its URI is acknowledged, so an update the backend sends after it is heard. Each
 `notifications/resources/updated` goes to `on_resource_updated` once per tenant holding its URI,
 the path a session's update takes; subscriptions.py then serves each tenant's clients under its
 policy. After a break the stream listens again with the current set; there is no replay.
+A 2026 stdio child's subscriptions are watched the same way, on listen requests over its pipes
+(stdio_listen.py runs the streams).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
+from typing import Any, Protocol
 
 from multidict import CIMultiDict
 
 from gateway.errors import FailureReason
 from gateway.upstream.base import BackgroundTasks, JsonObject, ResourceUpdates, UpstreamError
-from gateway.upstream.http_listen import SUBSCRIPTION_ID_KEY, ListenStream
+from gateway.upstream.http_listen import SUBSCRIPTION_ID_KEY
+
+
+class StreamRunner(Protocol):
+    """What runs listen streams: ListenStream over HTTP, StdioListen over a child's pipes."""
+
+    def run(self, wanted: Callable[[], JsonObject], headers: CIMultiDict[str], alive: Callable[[], bool],
+            on_ack: Callable[[], None]) -> Coroutine[Any, Any, None]: ...
 
 
 class ResourceWatch:
     """The URIs held on one 2026 backend, by tenant, and the listen stream that names them."""
 
-    def __init__(self, stream: ListenStream, updates: ResourceUpdates, tasks: BackgroundTasks) -> None:
+    def __init__(self, stream: StreamRunner, updates: ResourceUpdates, tasks: BackgroundTasks) -> None:
         self._stream = stream
         self._updates = updates
         self._tasks = tasks

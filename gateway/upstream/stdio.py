@@ -8,6 +8,7 @@ every capability the gateway can relay (it cannot be told per client); the call'
 handler answers for the client served. A stdio backend's request (sampling, elicitation, roots)
 or log line names no call: it goes to the one call that relays, if just one (stdio_calls.py);
 its resources/updated goes to `on_resource_updated` with no tenant (the child serves them all).
+A 2026 child's list changes and resource updates come on listen requests instead (stdio_listen.py).
 
 Concurrent requests share the pipe: each gets a fresh upstream id and an inbox that the
 reader task fills with its progress notifications and, last, its response. The caller
@@ -54,14 +55,13 @@ from gateway.upstream.base import (
     notification_message,
     progress_token,
     request_message,
-    restore_progress_token,
     swap_progress_token,
 )
 from gateway.upstream.exits import STDERR_DRAIN, ExitReport
-from gateway.upstream.modern import ModernWire
 from gateway.upstream.stdio_calls import Calls, Pending
 from gateway.upstream.stdio_eras import AUTO, StdioEras
 from gateway.upstream.stdio_lines import leading_id, next_line
+from gateway.upstream.stdio_listen import subscription_id
 from gateway.upstream.stdio_process import Process, cancel_tasks, child_env, forward_stderr, spawn, stop_process
 
 HEALTHY_AFTER = 60.0
@@ -103,7 +103,7 @@ class StdioUpstream(StdioEras):
         self._list_changed = ListChangedCallbacks(self._tasks)
         self._updates = ResourceUpdates()  # with no session key: the child serves every tenant
         self._exits = ExitReport()  # why the last child ended: for logs, errors and /admin/backends
-        self._protocol, self._modern, self._wire = protocol, False, ModernWire(client_info)
+        self._init_eras(protocol, client_info)
 
     @property
     def pid(self) -> int | None:
@@ -171,17 +171,20 @@ class StdioUpstream(StdioEras):
         params: JsonObject | None,
         timeout: float | None,  # noqa: ASYNC109 - the per-call budget; None: the caller bounds it
         handlers: tuple[NotificationHandler | None, RequestHandler | None],
+        *,
+        listens: bool = False,
     ) -> JsonObject:
         on_notification, on_request = handlers
         request_id = next(self._ids)
         token = f"{self.name}-{request_id}"  # unique across this child's active requests
         params, original = swap_progress_token(params, token)
-        pending = self._calls.add(request_id, token if original is not None else None, Pending(original, on_request))
+        pending = Pending(original, on_request, listens=listens)
+        self._calls.add(request_id, token if original is not None else None, pending)
         answered = False
         try:
             async with asyncio.timeout(timeout):
                 await self._write(process, request_message(request_id, method, params))
-                reply = await self._wait(pending, on_notification)
+                reply = await pending.answer(on_notification, self.name)
                 answered = True
                 return reply
         except TimeoutError as exc:
@@ -192,22 +195,6 @@ class StdioUpstream(StdioEras):
             raise
         finally:
             self._calls.remove(request_id, token, answered=answered)
-
-    async def _wait(self, pending: Pending, on_notification: NotificationHandler | None) -> JsonObject:
-        while True:
-            item = await pending.inbox.get()
-            if isinstance(item, UpstreamError):
-                raise item
-            if "method" not in item:
-                return item  # the response; notifications only come before it
-            if on_notification is not None:
-                await self._deliver(on_notification, item, pending.original_token)
-
-    async def _deliver(self, handler: NotificationHandler, message: JsonObject, original: Any) -> None:
-        try:
-            await handler(restore_progress_token(message, original) if message["method"] == PROGRESS else message)
-        except Exception:  # the caller's handler must not break the exchange
-            _log.exception("notification handler failed", backend=self.name)
 
     def _cancel_upstream(self, process: Process, method: str, request_id: int) -> None:
         if method == INITIALIZE:  # initialize must never be cancelled
@@ -250,11 +237,9 @@ class StdioUpstream(StdioEras):
     def _line_too_long(self, head: bytes) -> None:
         """Fail the request the line answered, when its id is readable from the line's head."""
         request_id = leading_id(head)
-        pending = self._calls.by_id.get(request_id) if request_id is not None else None
         _log.warning("backend line too long, dropped", backend=self.name, id=request_id, limit=self._max_line)
-        if pending is not None:
-            reason = f"{self.name}: reply over {self._max_line} bytes"
-            pending.inbox.put_nowait(UpstreamError(FailureReason.BAD_RESPONSE, reason))
+        reason = f"{self.name}: reply over {self._max_line} bytes"
+        self._calls.deliver(request_id, UpstreamError(FailureReason.BAD_RESPONSE, reason))
 
     def _on_line(self, line: bytes) -> None:
         if not line.strip():
@@ -291,21 +276,21 @@ class StdioUpstream(StdioEras):
     def _on_invalid(self, message: Any) -> None:
         """E.g. a reply without `result` or `error`: if its id is pending, that call fails now."""
         request_id = message.get("id") if isinstance(message, dict) else None
-        pending = self._calls.by_id.get(request_id) if type(request_id) is int else None
         _log.warning("backend sent an invalid message", backend=self.name, id=repr(request_id)[:40])
-        if pending is not None:
-            pending.inbox.put_nowait(UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: not a JSON-RPC response"))
+        error = UpstreamError(FailureReason.BAD_RESPONSE, f"{self.name}: not a JSON-RPC response")
+        self._calls.deliver(request_id, error)
 
     def _on_response(self, message: JsonObject) -> None:
-        request_id = message["id"]
-        pending = self._calls.by_id.get(request_id) if type(request_id) is int else None
-        if pending is None:  # late (after a timeout) or bogus
-            _log.warning("response to an unknown request", backend=self.name, id=repr(request_id))
-            return
-        pending.inbox.put_nowait(message)
+        if not self._calls.deliver(message["id"], message):  # late (after a timeout), bogus, or a stopping child's
+            (_log.warning if self._ready else _log.debug)("response to an unknown request", backend=self.name,
+                                                           id=repr(message["id"]))
 
     def _on_notification(self, message: JsonObject) -> None:
-        method = message["method"]
+        method, subscription = message["method"], subscription_id(message)
+        if subscription is not None:  # a listen request's frame: to that request alone (stdio_listen.py)
+            if not self._calls.deliver(subscription, message, listens=True):
+                _log.debug("frame of no listen request dropped", backend=self.name, method=method)
+            return
         if method in LIST_CHANGED:
             self._list_changed.fire(method)
             return
@@ -377,6 +362,7 @@ class StdioUpstream(StdioEras):
         if not await self._handshake(process):
             return
         self._ready = True
+        self._serving_now()
         self._attempted.set()
         _log.info("backend started", backend=self.name, pid=process.pid)
         exited = asyncio.ensure_future(process.wait())
@@ -395,4 +381,5 @@ class StdioUpstream(StdioEras):
         return True
 
     def _fail_pending(self) -> None:
+        self._serving.clear()  # the child is gone: listen requests wait for the next one
         self._calls.fail_all(lambda: UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process exited"))

@@ -5,7 +5,8 @@ A response names its call by id and a progress notification by token; a backend'
 that relays them to its client, and to none when there are several: a stdio child serves
 every client of the gateway, so a guess could hand one client another's question. A call
 that relays and ended without its response (timeout, cancelled) may still have a question
-on its way from the child, so for a short while after one, nothing is relayed either.
+on its way from the child, so for a short while after one, nothing is relayed either. A 2026
+listen request's frames name it by its id (their `subscriptionId`), and go to it alone.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gateway.upstream.base import JsonObject, RequestHandler, UpstreamError
+import structlog
+
+from gateway.protocol.spec import PROGRESS
+from gateway.upstream.base import JsonObject, NotificationHandler, RequestHandler, UpstreamError, restore_progress_token
+
+_log = structlog.get_logger("gateway.upstream")
 
 UNSURE_SECONDS = 5.0
 """After a relaying call ended unanswered, how long the child's call-less messages are not relayed."""
@@ -24,12 +30,32 @@ UNSURE_SECONDS = 5.0
 class Pending:
     """One request in flight; the reader puts its notifications, then the response, in its inbox."""
 
-    __slots__ = ("inbox", "on_request", "original_token")
+    __slots__ = ("inbox", "listens", "on_request", "original_token")
 
-    def __init__(self, original_token: Any, on_request: RequestHandler | None) -> None:
+    def __init__(self, original_token: Any, on_request: RequestHandler | None, *, listens: bool = False) -> None:
         self.original_token = original_token
         self.on_request = on_request  # None: the caller relays nothing (e.g. the catalogue's tools/list)
+        self.listens = listens  # a subscriptions/listen: the notifications tagged with its id are its own
         self.inbox: asyncio.Queue[JsonObject | UpstreamError] = asyncio.Queue()
+
+    async def answer(self, on_notification: NotificationHandler | None, backend: str) -> JsonObject:
+        """The response, once the notifications before it went to `on_notification` (progress with
+        the caller's own token); the error the reader put in instead is raised."""
+        while True:
+            item = await self.inbox.get()
+            if isinstance(item, UpstreamError):
+                raise item
+            if "method" not in item:
+                return item  # the response; notifications only come before it
+            if on_notification is not None:
+                await self._deliver(on_notification, item, backend)
+
+    async def _deliver(self, handler: NotificationHandler, message: JsonObject, backend: str) -> None:
+        try:
+            await handler(restore_progress_token(message, self.original_token) if message["method"] == PROGRESS
+                          else message)
+        except Exception:  # the caller's handler must not break the exchange
+            _log.exception("notification handler failed", backend=backend)
 
 
 class Calls:
@@ -52,6 +78,14 @@ class Calls:
         self.by_token.pop(token, None)
         if not answered and pending is not None and pending.on_request is not None:
             self._unsure_until = self._clock() + UNSURE_SECONDS
+
+    def deliver(self, request_id: Any, item: JsonObject | UpstreamError, *, listens: bool = False) -> bool:
+        """Hand `item` to the call `request_id` names (only to a listen if `listens`); False: no such call."""
+        pending = self.by_id.get(request_id) if type(request_id) is int else None
+        if pending is None or (listens and not pending.listens):
+            return False
+        pending.inbox.put_nowait(item)
+        return True
 
     def owner(self) -> tuple[Pending | None, str]:
         """The call a message that names none belongs to, or None and why there is none."""

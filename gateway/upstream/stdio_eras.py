@@ -9,37 +9,52 @@ again, so a backend replaced by one of the other era is found out.
 At 2026 every request carries the gateway's envelope, declaring what the call's own client
 can answer (not everything, as a handshake must for all clients at once); an
 `InputRequiredResult` names its call, so its questions reach exactly that call's client.
+A 2026 child is listened to for the list changes its discover promises, and a (un)subscribe
+to it is answered here: the URI joins or leaves the child's listen request of resource
+subscriptions (http_watch.py's ResourceWatch, its streams run by stdio_listen.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
+from multidict import CIMultiDict
 
 from gateway.config.model import BACKEND_PROTOCOLS
 from gateway.errors import FailureReason
 from gateway.protocol.capabilities import ALL, TASKS
-from gateway.protocol.spec import INITIALIZE, INITIALIZED, SERVER_DISCOVER
+from gateway.protocol.spec import INITIALIZE, INITIALIZED, RESOURCES_SUBSCRIBE, SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN
 from gateway.upstream.base import (
+    BackgroundTasks,
     JsonObject,
+    ListChangedCallbacks,
     NotificationHandler,
     RequestHandler,
+    ResourceUpdates,
     UpstreamError,
     initialize_params,
     negotiated_version,
     notification_message,
     server_capabilities,
+    subscribable,
 )
-from gateway.upstream.http_eras import LOCAL_AT_2026
+from gateway.upstream.http_eras import LOCAL_AT_2026, WATCHED
+from gateway.upstream.http_listen import promised
+from gateway.upstream.http_watch import ResourceWatch
 from gateway.upstream.input_rounds import answering, settle
 from gateway.upstream.modern import MODERN_VERSION, ModernWire, discovered
+from gateway.upstream.stdio_listen import StdioListen
 from gateway.upstream.stdio_process import Process
 
 _log = structlog.get_logger("gateway.upstream")
 
 AUTO, MODERN, HANDSHAKE = BACKEND_PROTOCOLS
 Handlers = tuple[NotificationHandler | None, RequestHandler | None]
+SHARED = ""
+"""Who holds a URI on the child, for ResourceWatch: one for all tenants (subscriptions.py counts them)."""
 
 
 class StdioEras:
@@ -54,11 +69,32 @@ class StdioEras:
     _requested_version: str
     _client_info: dict[str, Any]
     _start_timeout: float
+    _process: Process | None
+    _ready: bool
+    _closing: bool
+    _tasks: BackgroundTasks
+    _list_changed: ListChangedCallbacks
+    _updates: ResourceUpdates
+    _serving: asyncio.Event
+    _listen: StdioListen
+    _watch: ResourceWatch
 
     async def _call(self, process: Process, method: str, params: JsonObject | None, timeout: float | None,  # noqa: ASYNC109
-                    handlers: Handlers) -> JsonObject: ...
+                    handlers: Handlers, *, listens: bool = False) -> JsonObject: ...
 
     async def _write(self, process: Process, message: JsonObject) -> None: ...
+
+    def _init_eras(self, protocol: str, client_info: Mapping[str, Any]) -> None:
+        self._protocol, self._modern, self._wire = protocol, False, ModernWire(client_info)
+        self._serving = asyncio.Event()  # set while a child serves: listen requests wait for one
+        self._listen = StdioListen(self.name, self._listening, self._serving, self._wire, self._tasks,
+                                   on_changed=self._list_changed.fire)
+        # Updates of URIs held for all tenants: told with no tenant, as a handshake child's are.
+        shared = ResourceUpdates()
+        shared.add(lambda _, params: self._updates.fire(None, {"params": params}))
+        watching = StdioListen(self.name, self._listening, self._serving, self._wire, self._tasks,
+                               on_changed=lambda _: None, on_updated=lambda message: self._watch.updated(message))
+        self._watch = ResourceWatch(watching, shared, self._tasks)
 
     @property
     def list_ttl_ms(self) -> int | None:
@@ -67,8 +103,25 @@ class StdioEras:
 
     @property
     def announces(self) -> bool:
-        """A 2026 child is not listened to (no listen request over its pipes): it cannot announce."""
-        return not self._modern
+        """Whether the child tells of its list changes: at 2026 only while a listen request is acknowledged."""
+        return not self._modern or self._listen.live
+
+    def _serving_now(self) -> None:
+        """The child's first exchange is done: listen to a 2026 child for the list changes it promises."""
+        self._serving.set()
+        if self._modern:
+            self._listen.start(lambda: promised(self.server_capabilities), self._speaks_2026)
+
+    def _speaks_2026(self) -> bool:
+        """Whether listen requests still have a child to go to (now, or once one restarted)."""
+        return self._modern and not self._closing
+
+    async def _listening(self, params: JsonObject, on_frame: NotificationHandler) -> JsonObject:
+        """A listen request to the serving child, pending until the stream ends (no deadline)."""
+        process = self._process
+        if not self._ready or process is None:
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process is not running", sent=False)
+        return await self._call(process, SUBSCRIPTIONS_LISTEN, params, None, (on_frame, None), listens=True)
 
     async def _open(self, process: Process) -> None:
         """The child's first exchange, in the configured era; UpstreamError when it takes neither."""
@@ -99,9 +152,23 @@ class StdioEras:
                               flags: frozenset[str]) -> JsonObject:
         if method in LOCAL_AT_2026:
             return {"jsonrpc": "2.0", "id": 0, "result": {}}
+        if method in WATCHED and subscribable(self.server_capabilities) and isinstance((params or {}).get("uri"), str):
+            await self._watched(method, params["uri"], timeout)  # type: ignore[index]
+            return {"jsonrpc": "2.0", "id": 0, "result": {}}
 
         async def send(sent: JsonObject) -> JsonObject:
             return await self._call(process, method, sent, timeout, handlers)
 
         envelope = self._wire.envelope(params, answering(handlers[1], flags), logs=handlers[0] is not None)
         return self._wire.received(method, await settle(send, envelope, handlers[1]), tasks=TASKS in flags)
+
+    async def _watched(self, method: str, uri: str, timeout: float | None) -> None:  # noqa: ASYNC109
+        """A (un)subscribe at 2026: the URI joins or leaves the child's listen request of subscriptions."""
+        if method != RESOURCES_SUBSCRIBE:
+            return self._watch.unsubscribe(SHARED, uri, CIMultiDict(), self._speaks_2026)
+        try:
+            async with asyncio.timeout(timeout):
+                await self._watch.subscribe(SHARED, uri, CIMultiDict(), self._speaks_2026)
+        except TimeoutError as exc:
+            raise UpstreamError(FailureReason.TIMEOUT, f"{self.name}: {method} not acknowledged ({timeout}s)") from exc
+        return None

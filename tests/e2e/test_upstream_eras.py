@@ -302,8 +302,8 @@ async def test_a_2026_clients_lists_may_be_cached_no_longer_than_the_backend_all
 
 
 
-GROWING = {"mh": "announces on its listen stream", "sh": "serves no listen", "ms": "a stdio child"}
-"""2026 SDK backends whose `grow` adds a tool: only the first can tell the gateway (the others are re-listed)."""
+GROWING = {"mh": "announces on its listen stream", "sh": "serves no listen", "ms": "a stdio child, listened to"}
+"""2026 SDK backends whose `grow` adds a tool: mh and ms tell the gateway on listen streams, sh is re-listed."""
 
 
 @pytest.fixture
@@ -326,7 +326,7 @@ async def test_a_2026_backends_new_tool_reaches_a_listen_stream(growing: Running
         assert await asyncio.wait_for(anext(subscription), ANNOUNCED) == ToolsListChanged()
         assert f"{backend}__extra" in {tool.name for tool in (await sdk.list_tools()).tools}
     upstream = growing.app[keys.POOL].get(backend)
-    assert upstream.announces == (backend == "mh")
+    assert upstream.announces == (backend != "sh")
 
 
 @pytest.mark.parametrize("backend", list(GROWING))

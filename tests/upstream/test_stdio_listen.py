@@ -1,0 +1,95 @@
+"""The stdio upstream's listen requests to a 2026 child (the official SDK's MCPServer over stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from gateway.protocol import spec
+from gateway.upstream import StdioUpstream
+
+E2E = Path(__file__).parent.parent / "e2e"
+LISTENED = [sys.executable, str(E2E / "listened_stdio_backend.py")]
+SILENT = [sys.executable, str(E2E / "era_backend.py"), "--transport", "stdio", "--silent"]
+WAIT = 10.0
+
+MakeStdio = Callable[..., Awaitable[StdioUpstream]]
+
+
+@pytest.fixture
+async def make_stdio() -> AsyncIterator[MakeStdio]:
+    """Start stdio upstreams with fast restarts; close them all after."""
+    made: list[StdioUpstream] = []
+
+    async def make(command: list[str], protocol: str) -> StdioUpstream:
+        upstream = StdioUpstream("s", command=command, env={}, client_info={"name": "tests", "version": "0"},
+                                 protocol=protocol, restart_delays=(0.1, 1.0))
+        made.append(upstream)
+        await upstream.start()
+        return upstream
+
+    yield make
+    for upstream in made:
+        await upstream.close()
+
+
+async def _eventually(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def _listened(make_stdio: MakeStdio, command: list[str]) -> tuple[StdioUpstream, list[str]]:
+    upstream = await make_stdio(command, protocol="2026")
+    heard: list[str] = []
+
+    async def changed(method: str) -> None:
+        heard.append(method)
+
+    upstream.on_list_changed(changed)
+    return upstream, heard
+
+
+async def test_a_2026_child_is_heard_and_listened_to_again_after_a_restart(make_stdio: MakeStdio) -> None:
+    upstream, heard = await _listened(make_stdio, LISTENED)
+    await _eventually(lambda: upstream.announces)
+    assert upstream.pid is not None
+    os.kill(upstream.pid, signal.SIGUSR1)
+    await _eventually(lambda: heard == [spec.TOOLS_LIST_CHANGED])
+    old, heard[:] = upstream.pid, []
+    os.kill(old, signal.SIGKILL)
+    await _eventually(lambda: upstream.pid not in (None, old) and upstream.announces)
+    # No replay: every kind the new stream honours is re-listed, once.
+    await _eventually(lambda: sorted(heard) == sorted(spec.LIST_CHANGED_ORDER))
+    heard[:] = []
+    os.kill(upstream.pid, signal.SIGUSR1)
+    await _eventually(lambda: heard == [spec.TOOLS_LIST_CHANGED])
+
+
+async def test_calls_go_on_while_the_listen_request_is_pending(make_stdio: MakeStdio) -> None:
+    upstream, _ = await _listened(make_stdio, LISTENED)
+    await _eventually(lambda: upstream.announces)
+    calls = [upstream.request("tools/call", {"name": "echo", "arguments": {"text": str(n)}}, timeout=WAIT)
+             for n in range(5)]
+    replies = await asyncio.gather(*calls)
+    assert [reply["result"]["content"][0]["text"] for reply in replies] == [str(n) for n in range(5)]
+    assert upstream.announces  # still listening
+
+
+@pytest.mark.parametrize("protocol", ["2026", "handshake"])
+async def test_a_child_that_promises_nothing_or_speaks_the_handshake_is_not_listened_to(
+        make_stdio: MakeStdio, protocol: str) -> None:
+    command = SILENT if protocol == "2026" else [sys.executable, str(E2E / "era_backend.py"), "--transport", "stdio"]
+    upstream = await make_stdio(command, protocol=protocol)
+    await asyncio.sleep(0.3)
+    assert upstream.announces == (protocol == "handshake")  # a handshake child tells of itself
+    reply = await upstream.request("tools/list", None, timeout=WAIT)
+    assert "tools" in reply["result"]
