@@ -6,8 +6,9 @@ original URI serves every client that wants it (reference counting): the first c
 subscribe goes to the backend, the last one's leaving unsubscribes there. An HTTP backend's
 sessions are per tenant, so tenants never share one; a stdio child is one session for all. A 2026
 HTTP backend has no sessions: its upstream turns the (un)subscribes into the URI set of one listen
-stream and hands each update back once per tenant holding the URI (upstream/http_watch.py), so
-the keys and the fan-out here are the same in both eras.
+stream and hands each update back once per tenant holding the URI (upstream/http_watch.py); a 2026
+stdio child's upstream does the same on listen requests over its pipes, the update told with no
+tenant as a handshake child's is. So the keys and the fan-out here are the same in both eras.
 
 A backend's `notifications/resources/updated` reaches exactly the clients subscribed to that
 URI on that backend session, each with the gateway URI it subscribed to, through its sink: a
