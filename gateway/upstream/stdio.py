@@ -17,8 +17,9 @@ A supervisor task restarts a dead child with exponential backoff; while it is do
 requests fail at once with `unavailable`. To cancel a request, cancel the task awaiting
 `request()`: the child then gets `notifications/cancelled` with the upstream id.
 
-Its parts: stdio_process.py (spawning, stderr, stopping the child) and stdio_lines.py
-(reading stdout a line at a time within the size limit).
+Its parts: stdio_process.py (spawning, stderr, stopping the child), stdio_lines.py
+(reading stdout a line at a time within the size limit), stdio_calls.py (the calls in flight
+and their inboxes), stdio_eras.py and stdio_listen.py (the 2026 era and its listen requests).
 """
 
 from __future__ import annotations
