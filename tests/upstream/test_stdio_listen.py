@@ -93,3 +93,27 @@ async def test_a_child_that_promises_nothing_or_speaks_the_handshake_is_not_list
     assert upstream.announces == (protocol == "handshake")  # a handshake child tells of itself
     reply = await upstream.request("tools/list", None, timeout=WAIT)
     assert "tools" in reply["result"]
+
+
+async def test_a_child_that_refuses_to_listen_is_not_asked_again_until_it_restarts(make_stdio: MakeStdio) -> None:
+    refusing = [sys.executable, str(Path(__file__).with_name("refusing_stdio_server.py"))]
+    upstream = await make_stdio(refusing, protocol="2026")
+
+    async def refused() -> str:
+        reply = await upstream.request("tools/call", {"name": "listens", "arguments": {}}, timeout=WAIT)
+        return str(reply["result"]["content"][0]["text"])
+
+    deadline = time.monotonic() + WAIT
+    while await refused() != "1":
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # past the first reconnect delay (0.5 s): a broken stream would be asked again
+    assert await refused() == "1" and not upstream.announces  # it is re-listed after requests instead
+    old = upstream.pid
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    await _eventually(lambda: upstream.pid not in (None, old))
+    deadline = time.monotonic() + WAIT
+    while await refused() != "1":  # the new child is asked once (its own count)
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
