@@ -87,11 +87,7 @@ class ListenStream:
         client, backoff, heard = self._open_client(), Backoff(), False
         try:
             while alive():
-                try:
-                    ending, acknowledged = await self._listen_once(client, wanted(), headers, (backoff, on_ack), heard)
-                except (*TRANSPORT_ERRORS, UpstreamError) as exc:
-                    _log.debug("upstream listen stream broke", backend=self._body.backend, error=repr(exc))
-                    ending, acknowledged = Ending.BROKE, False
+                ending, acknowledged = await self._listen_once(client, wanted(), headers, (backoff, on_ack), heard)
                 self.live, heard = False, heard or acknowledged
                 if ending is Ending.REFUSED:
                     _log.info("upstream serves no listen stream", backend=self._body.backend)
@@ -130,7 +126,11 @@ class ListenStream:
             return Ending.BROKE
 
         message = request_message(request_id, spec.SUBSCRIPTIONS_LISTEN, params)
-        return await client.send("POST", sent, orjson.dumps(message), consume), acknowledged
+        try:
+            return await client.send("POST", sent, orjson.dumps(message), consume), acknowledged
+        except (*TRANSPORT_ERRORS, UpstreamError) as exc:  # acknowledged still counts: its kinds are re-listed
+            _log.debug("upstream listen stream broke", backend=self._body.backend, error=repr(exc))
+            return Ending.BROKE, acknowledged
 
     def _acknowledged(self, ack: JsonObject, backoff: Backoff, relist: bool) -> bool:
         """The stream is open: what it honours is heard from now on, and re-listed if it came back."""

@@ -42,6 +42,7 @@ class ListenFake:
         self.promised, self.refuse = promised, refuse
         self.listens: list[tuple[dict[str, str], JsonObject]] = []
         self.hold = asyncio.Event()
+        self.cut = False  # the connection is cut mid-stream (no end): the client's read fails
         self.app = web.Application()
         self.app.router.add_post("/mcp", self.handle)
 
@@ -68,6 +69,10 @@ class ListenFake:
         for data in self.script(body["id"]):
             await response.write(data)
         await self.hold.wait()
+        if self.cut:
+            assert request.transport is not None
+            request.transport.abort()
+            return response
         await response.write(frame({"jsonrpc": "2.0", "id": body["id"],
                                     "result": {"resultType": "complete", "_meta": {TAG: body["id"]}}}))
         return response
@@ -122,6 +127,17 @@ async def test_an_ended_stream_is_opened_again_and_its_kinds_listed_again(starte
     upstream, heard = await started(backend)
     await eventually(lambda: upstream.announces)
     backend.hold.set()  # the backend ends it gracefully: listen again, and re-list (no replay)
+    await eventually(lambda: len(backend.listens) == 2 and len(heard) == 3)
+    assert heard == [TOOLS_CHANGED] * 3
+
+
+async def test_a_cut_stream_is_opened_again_and_its_kinds_listed_again(started: Any) -> None:
+    """A break the client reads as an error, not an end: what was said meanwhile is still fetched."""
+    backend = ListenFake({"tools": {"listChanged": True}})
+    upstream, heard = await started(backend)
+    await eventually(lambda: upstream.announces)
+    backend.cut = True
+    backend.hold.set()
     await eventually(lambda: len(backend.listens) == 2 and len(heard) == 3)
     assert heard == [TOOLS_CHANGED] * 3
 
