@@ -53,7 +53,7 @@ class BackendLister:
 
     async def snapshot(self, previous: BackendSnapshot | None, kinds: frozenset[str] | None = None) -> BackendSnapshot:
         """The backend's snapshot; with `kinds`, the other kinds come from `previous` when it is a good one."""
-        keep = _keepable(previous, kinds)
+        keep = keepable(previous, kinds)
         if TOOLS in keep:
             assert previous is not None
             tools, versions = previous.tools, {TOOLS: previous.versions[TOOLS]}
@@ -136,7 +136,7 @@ class BackendLister:
         return result if isinstance(result, dict) else None
 
 
-def _keepable(previous: BackendSnapshot | None, kinds: frozenset[str] | None) -> frozenset[str]:
+def keepable(previous: BackendSnapshot | None, kinds: frozenset[str] | None) -> frozenset[str]:
     """The kinds a refresh of `kinds` may take from `previous` instead of listing them again."""
     if kinds is None or previous is None or previous.status != "ok":
         return frozenset()

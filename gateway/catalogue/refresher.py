@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed
+from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed, keepable
 from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, merge
 from gateway.catalogue.relisting import Relisting
 from gateway.catalogue.states import BackendStates
@@ -41,6 +41,9 @@ MIN_LOCK_SECONDS = 10.0
 CatalogueListener = Callable[[Catalogue, Catalogue], Awaitable[None]]
 
 
+RefreshKey = tuple[str, bool, frozenset[str] | None]
+"""(backend, forced, the kinds asked for or None for all): refreshes asked with the same key share one."""
+
 class CatalogueService:
     """Owns the current catalogue and the tenant views built from it."""
 
@@ -60,7 +63,9 @@ class CatalogueService:
         self.states = BackendStates()  # one log line per backend state change
         self.last_refresh: dict[str, float] = {}
         self._listeners: list[CatalogueListener] = []
-        self._refreshing: dict[tuple[str, bool, frozenset[str] | None], asyncio.Task[None]] = {}
+        self._refreshing: dict[RefreshKey, asyncio.Task[None]] = {}
+        self._queued: dict[RefreshKey, asyncio.Task[None]] = {}  # a forced refresh due after the one running
+        self._local_locks: dict[str, asyncio.Lock] = {}  # one refresh of a backend at a time in this process
         self._checked_at: dict[str, float] = {}  # when the installed snapshot's refresh started
         self._loop_task: asyncio.Task[None] | None = None
         self._hinted: dict[str, asyncio.Task[None]] = {}  # a refresh due when a backend's lists go stale
@@ -77,7 +82,8 @@ class CatalogueService:
         self._loop_task = asyncio.create_task(self._run(), name="catalogue-refresh")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._loop_task, *self._refreshing.values(), *self._hinted.values()) if t]
+        tasks = [t for t in (self._loop_task, *self._queued.values(), *self._refreshing.values(),
+                             *self._hinted.values()) if t]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -98,7 +104,7 @@ class CatalogueService:
 
         Returns the catalogues before and after, for `announce`.
         """
-        for key, task in list(self._refreshing.items()):
+        for key, task in [*self._queued.items(), *self._refreshing.items()]:
             if key[0] in fresh or config.backend(key[0]) is None:
                 task.cancel()  # it asks an upstream that is being retired
         self.config, self.order = config, [(b.name, b.namespace) for b in config.backends]
@@ -161,12 +167,29 @@ class CatalogueService:
         a snapshot any replica checked within refresh_seconds is used as it is.
         """
         key = (backend, force, kinds)
-        task = self._refreshing.get(key)
-        if task is None:
-            task = asyncio.create_task(self._refresh(backend, force, kinds), name=f"refresh-{backend}")
-            self._refreshing[key] = task
-            task.add_done_callback(lambda _: self._refreshing.pop(key, None))
+        running = self._refreshing.get(key)
+        if running is None:
+            task = self._start_refresh(key)
+        elif not force:
+            task = running  # the periodic refresh: the one under way serves
+        else:  # a change announced during a fetch, which may have read the list before it: one more after it
+            task = self._queued.get(key) or self._queue(key, running)
         await asyncio.shield(task)
+
+    def _start_refresh(self, key: RefreshKey) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._refresh(*key), name=f"refresh-{key[0]}")
+        self._refreshing[key] = task
+        task.add_done_callback(lambda done: self._refreshing.pop(key) if self._refreshing.get(key) is done else None)
+        return task
+
+    def _queue(self, key: RefreshKey, running: asyncio.Task[None]) -> asyncio.Task[None]:
+        """The refresh after `running`; every forced ask until it starts shares it."""
+        async def after() -> None:
+            await asyncio.wait([running])  # its outcome is its own callers'
+            del self._queued[key]
+            await asyncio.shield(self._start_refresh(key))
+        task = self._queued[key] = asyncio.create_task(after(), name=f"refresh-again-{key[0]}")
+        return task
 
     async def adopt(self, backend: str) -> None:
         """Another replica stored a new snapshot of `backend`: rebuild from it, without asking the backend."""
@@ -183,7 +206,14 @@ class CatalogueService:
         return changed
 
     async def _refresh(self, backend: str, force: bool, kinds: frozenset[str] | None = None) -> None:
-        """Use a fresh stored snapshot, or take the backend's lock and fetch (one replica at a time)."""
+        """Use a fresh stored snapshot, or take the backend's lock and fetch (one replica at a time).
+
+        One at a time per backend here too: a one-kind fetch builds on the snapshot installed when it
+        starts, so two at once would each undo the other's kind."""
+        async with self._local_locks.setdefault(backend, asyncio.Lock()):
+            await self._refresh_alone(backend, force, kinds)
+
+    async def _refresh_alone(self, backend: str, force: bool, kinds: frozenset[str] | None) -> None:
         since = self.clock()
         fresh_since = since if force else since - self.config.catalogue.refresh_seconds * FRESH_FRACTION
         if not force and await self._adopt_stored(backend, fresh_since):
@@ -236,9 +266,11 @@ class CatalogueService:
     async def _fetch_and_save(self, backend: str, kinds: frozenset[str] | None = None) -> None:
         config = self.config.backend(backend)
         assert config is not None
-        checked_at = self.clock()
-        started = time.perf_counter()
         previous = self.current.snapshots.get(backend)
+        # A one-kind fetch leaves the other kinds as checked before: the freshness clock stays (no ask
+        # made after it, here or on another replica, takes it for a check of every kind).
+        checked_at = self._checked_at.get(backend, self.clock()) if keepable(previous, kinds) else self.clock()
+        started = time.perf_counter()
         lister = BackendLister(self.pool.get(backend), config, clock=self.clock, metrics=self.metrics)
         try:
             snapshot = await lister.snapshot(previous, kinds)

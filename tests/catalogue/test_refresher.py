@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -94,6 +95,7 @@ class OfferingUpstream:
         self.server_capabilities = capabilities
         self.answers = answers
         self.asked: list[tuple[str, Any]] = []
+        self.held: dict[str, asyncio.Event] = {}  # method -> released: its answer, read, waits for it
 
     async def request(self, method: str, params: JsonObject | None, **_: Any) -> JsonObject:
         cursor = (params or {}).get("cursor")
@@ -105,6 +107,8 @@ class OfferingUpstream:
         result = dict(pages[index])
         if index + 1 < len(pages):
             result["nextCursor"] = str(index + 1)
+        if method in self.held:
+            await self.held[method].wait()
         return {"jsonrpc": "2.0", "id": 1, "result": result}
 
     def on_list_changed(self, callback: Any) -> None: ...
@@ -203,3 +207,42 @@ async def test_a_one_kind_refresh_after_a_failed_one_lists_everything() -> None:
     await service.refresh("b", kinds=CHANGED_KINDS["notifications/prompts/list_changed"])
     assert [method for method, _ in upstream.asked] == ["tools/list", "prompts/list"]
     assert service.current.snapshots["b"].status == "ok" and len(service.current.snapshots["b"].tools) == 1
+
+
+def listed(service: CatalogueService) -> tuple[list[str], list[str]]:
+    snapshot = service.current.snapshots["b"]
+    return [tool.name for tool in snapshot.tools], [item.key for item in snapshot.lists.get("prompts", ())]
+
+
+async def test_two_kinds_re_listed_at_once_both_stay_new() -> None:
+    """A one-kind fetch builds on the snapshot installed when it begins: two at once must not undo each other."""
+    answers: dict[str, list[JsonObject]] = {"tools/list": [{"tools": GOOD[:1]}], "prompts/list": [{"prompts": []}]}
+    upstream = OfferingUpstream({"prompts": {}}, answers)
+    service = await offering(upstream)
+    answers["tools/list"] = [{"tools": GOOD[:2]}]
+    upstream.held["tools/list"] = asyncio.Event()
+    tools = asyncio.create_task(service.refresh("b", kinds=CHANGED_KINDS["notifications/tools/list_changed"]))
+    await asyncio.sleep(0.05)  # its new tools are read, and held
+    answers["prompts/list"] = [{"prompts": [{"name": "p"}]}]
+    prompts = asyncio.create_task(service.refresh("b", kinds=CHANGED_KINDS["notifications/prompts/list_changed"]))
+    await asyncio.sleep(0.05)
+    upstream.held["tools/list"].set()
+    await asyncio.wait_for(asyncio.gather(tools, prompts), 5)
+    assert listed(service) == (["first", "second"], ["p"])
+
+
+async def test_a_change_announced_during_a_fetch_of_its_kind_is_fetched_after_it() -> None:
+    """The fetch under way may have read the list before the change: joining it would miss the change."""
+    answers: dict[str, list[JsonObject]] = {"tools/list": [{"tools": GOOD[:1]}], "prompts/list": [{"prompts": []}]}
+    upstream = OfferingUpstream({"prompts": {}}, answers)
+    service = await offering(upstream)
+    upstream.held["tools/list"] = asyncio.Event()
+    kinds = CHANGED_KINDS["notifications/tools/list_changed"]
+    first = asyncio.create_task(service.refresh("b", kinds=kinds))
+    await asyncio.sleep(0.05)  # it has read the one tool
+    answers["tools/list"] = [{"tools": GOOD[:2]}]  # then the backend changes, and says so
+    second = asyncio.create_task(service.refresh("b", kinds=kinds))
+    await asyncio.sleep(0.05)
+    upstream.held["tools/list"].set()
+    await asyncio.wait_for(asyncio.gather(first, second), 5)
+    assert listed(service)[0] == ["first", "second"]
