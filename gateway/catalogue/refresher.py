@@ -160,11 +160,12 @@ class CatalogueService:
         await asyncio.gather(*(self.refresh(b.name, force=force) for b in self.config.backends))
 
     async def refresh(self, backend: str, *, force: bool = True, kinds: frozenset[str] | None = None) -> None:
-        """Refresh one backend (only `kinds` of its lists, when given); concurrent asks share one fetch.
+        """Refresh one backend (only `kinds` of its lists, when given).
 
         Forced (a change was announced, or an admin asked): ask the backend, unless some
-        replica started asking it after this call began. Not forced (the periodic refresh):
-        a snapshot any replica checked within refresh_seconds is used as it is.
+        replica started asking it after this call began; asks made while one with the same
+        key runs share one more after it. Not forced (the periodic refresh): a snapshot any
+        replica checked within refresh_seconds is used as it is, and asks share the one running.
         """
         key = (backend, force, kinds)
         running = self._refreshing.get(key)
