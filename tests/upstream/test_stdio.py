@@ -6,49 +6,25 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
-from backend_fixtures import REPO_ROOT, stdio_command
+from backend_fixtures import stdio_command
 
 from gateway.upstream import StdioUpstream, UpstreamError
 from gateway.upstream.base import JsonObject
+from upstream.stdio_fixtures import CLIENT_INFO, MakeStdio
 
 SCRIPTED = [sys.executable, str(Path(__file__).with_name("scripted_stdio_server.py"))]
-FAST_RESTART = (0.1, 1.0)
-CLIENT_INFO = {"name": "gateway-tests", "version": "0"}
 
 
 def leftover_tasks() -> list[asyncio.Task[Any]]:
     """Tasks an upstream started that are still alive (named upstream:* or stdio:*)."""
     prefixes = ("upstream:", "stdio:")
     return [t for t in asyncio.all_tasks() if not t.done() and t.get_name().startswith(prefixes)]
-
-
-MakeStdio = Callable[..., Awaitable[StdioUpstream]]
-
-
-@pytest.fixture
-async def make_stdio() -> AsyncIterator[MakeStdio]:
-    """Start stdio upstreams (fast restarts unless told otherwise); close them all after."""
-    made: list[StdioUpstream] = []
-
-    async def make(command: list[str], **options: Any) -> StdioUpstream:
-        options.setdefault("restart_delays", FAST_RESTART)
-        env = options.pop("env", {})
-        upstream = StdioUpstream(
-            "test", command=command, env=env, cwd=str(REPO_ROOT), client_info=CLIENT_INFO, **options
-        )
-        made.append(upstream)
-        await upstream.start()
-        return upstream
-
-    yield make
-    for upstream in made:
-        await upstream.close()
 
 
 @pytest.fixture

@@ -7,38 +7,19 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gateway.protocol import spec
 from gateway.upstream import StdioUpstream
+from upstream.stdio_fixtures import MakeStdio
 
 E2E = Path(__file__).parent.parent / "e2e"
 LISTENED = [sys.executable, str(E2E / "listened_stdio_backend.py")]
 SILENT = [sys.executable, str(E2E / "era_backend.py"), "--transport", "stdio", "--silent"]
 WAIT = 10.0
-
-MakeStdio = Callable[..., Awaitable[StdioUpstream]]
-
-
-@pytest.fixture
-async def make_stdio() -> AsyncIterator[MakeStdio]:
-    """Start stdio upstreams with fast restarts; close them all after."""
-    made: list[StdioUpstream] = []
-
-    async def make(command: list[str], protocol: str) -> StdioUpstream:
-        upstream = StdioUpstream("s", command=command, env={}, client_info={"name": "tests", "version": "0"},
-                                 protocol=protocol, restart_delays=(0.1, 1.0))
-        made.append(upstream)
-        await upstream.start()
-        return upstream
-
-    yield make
-    for upstream in made:
-        await upstream.close()
-
 
 async def _eventually(check: Callable[[], bool]) -> None:
     deadline = time.monotonic() + WAIT
