@@ -104,17 +104,24 @@ def limited_config(rate: float, burst: int) -> Any:
 
 async def test_accepted_requests_over_a_window_stay_within_one_burst_of_the_budget(
         gateway: StartGateway, raw_client: Any) -> None:
-    rate, burst, window = 20.0, 5, 1.5
+    # A burst of half a second's budget: the gateway stalling for up to that long on a loaded machine
+    # (CI) loses no tokens, so the count stays within one burst of the budget however the machine is.
+    rate, burst, window = 20.0, 10, 1.5
     running = await gateway(limited_config(rate, burst))
     client: RawClient = raw_client(running.url, make_token("acme"))
     await client.initialize()
     await asyncio.sleep(burst / rate + 0.1)  # let the burst refill after the handshake
-    accepted = refused = 0
+    statuses: list[int] = []
     started = time.monotonic()
-    while (elapsed := time.monotonic() - started) < window:
-        status, _, _ = await client.post(client.request("ping"))
-        assert status in (200, 429)
-        accepted, refused = accepted + (status == 200), refused + (status == 429)
+
+    async def push() -> None:  # several at once: the budget is pressed on even while one waits
+        while time.monotonic() - started < window:
+            statuses.append((await client.post(client.request("ping")))[0])
+
+    await asyncio.gather(*(push() for _ in range(4)))
+    elapsed = time.monotonic() - started
+    assert set(statuses) <= {200, 429}
+    accepted, refused = statuses.count(200), statuses.count(429)
     expected = rate * elapsed + burst
     assert abs(accepted - expected) <= burst, (accepted, expected)
     assert refused > accepted  # the client really did push past the limit
