@@ -10,8 +10,9 @@ from aiohttp import web
 
 from gateway.upstream import HttpUpstream, UpstreamError
 from gateway.upstream.base import Answer, JsonObject
+from upstream.stdio_fixtures import MakeStdio
 from upstream.test_http import FakeBackend, MakeHttp, event, fake, make_http, result_for, sse  # noqa: F401 - fixtures
-from upstream.test_stdio import SCRIPTED, MakeStdio, make_stdio  # noqa: F401 - fixture
+from upstream.test_stdio import SCRIPTED
 
 SAMPLING = "sampling/createMessage"
 
@@ -93,7 +94,7 @@ async def test_a_request_on_a_sessions_own_stream_is_refused_not_guessed(
     assert handler.requests == []
 
 
-async def test_a_stdio_request_goes_to_the_one_call_that_relays(make_stdio: MakeStdio) -> None:  # noqa: F811
+async def test_a_stdio_request_goes_to_the_one_call_that_relays(make_stdio: MakeStdio) -> None:
     upstream = await make_stdio(SCRIPTED)
     handler = Handler({"model": "m"})
     reply = await upstream.request("tools/call", {"name": "ask", "arguments": {}}, timeout=10, on_request=handler)
@@ -101,7 +102,7 @@ async def test_a_stdio_request_goes_to_the_one_call_that_relays(make_stdio: Make
     assert [r["method"] for r in handler.requests] == [SAMPLING]
 
 
-async def test_a_stdio_request_with_several_calls_in_flight_is_refused(make_stdio: MakeStdio) -> None:  # noqa: F811
+async def test_a_stdio_request_with_several_calls_in_flight_is_refused(make_stdio: MakeStdio) -> None:
     upstream = await make_stdio(SCRIPTED)
     other, mine = Handler({"model": "other"}), Handler({"model": "mine"})
     hanging = asyncio.create_task(upstream.request("tools/call", {"name": "hang"}, timeout=10, on_request=other))
@@ -115,7 +116,7 @@ async def test_a_stdio_request_with_several_calls_in_flight_is_refused(make_stdi
 
 
 async def test_a_stdio_request_soon_after_a_relaying_call_ended_unanswered_is_refused(
-        make_stdio: MakeStdio) -> None:  # noqa: F811
+        make_stdio: MakeStdio) -> None:
     upstream = await make_stdio(SCRIPTED)
     gone, mine = Handler({"model": "gone"}), Handler({"model": "mine"})
     with pytest.raises(UpstreamError):  # timed out: its question could still be on its way
