@@ -147,7 +147,7 @@ def _sealed(result: JsonObject, ctx: RequestContext, backend: str) -> None:
     ctx.outcome = "input_required"
     if ctx.seal is not None:  # None: no rounds here (stdio), the state goes as the backend made it
         assert ctx.method is not None  # bound as a round's state is: the retry must repeat the request
-        binding = Binding.of(_principal(ctx), ctx.method, ctx.params or {})
+        binding = Binding.of(sealed_for(ctx), ctx.method, ctx.params or {})
         result["requestState"] = ctx.seal.seal(Passed(backend, result.get("requestState")), binding)
 
 
@@ -158,10 +158,11 @@ def _task_handle(result: JsonObject, ctx: RequestContext, backend: str) -> None:
     if not isinstance(task_id, str) or ctx.seal is None:
         raise bad_reply(backend, ctx, "a task without a taskId")
     ctx.outcome = "task"
-    result["taskId"] = ctx.seal.seal_task(TaskRef(backend, task_id), _principal(ctx))
+    result["taskId"] = ctx.seal.seal_task(TaskRef(backend, task_id), sealed_for(ctx))
 
 
-def _principal(ctx: RequestContext) -> Principal:
+def sealed_for(ctx: RequestContext) -> Principal:
+    """Whom a state or task handle sealed in this request is bound to (protocol.request_state)."""
     return ctx.principal.tenant, ctx.principal.subject
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
-from gateway.dispatch.forward import Forwarder
+from gateway.dispatch.forward import Forwarder, sealed_for
 from gateway.errors import MethodNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.request_state import UnknownTask
@@ -40,7 +40,7 @@ class TaskMethods:
         params = message.params or {}
         handle = params.get("taskId")
         try:
-            ref = ctx.seal.open_task(handle, (ctx.principal.tenant, ctx.principal.subject))
+            ref = ctx.seal.open_task(handle, sealed_for(ctx))
             uses = ctx.tenant.backends
             if not self.forwarder.knows(ref.backend) or ("*" not in uses and ref.backend not in uses):
                 raise UnknownTask("its backend is gone, or no longer the tenant's")
