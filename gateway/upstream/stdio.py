@@ -94,6 +94,7 @@ class StdioUpstream(StdioEras):
         self._max_line = max_line
         self._process: Process | None = None
         self._ready = False
+        self._mute = False  # the current child's stdout is closed: nothing sent to it can be answered
         self._closing = False
         self._attempted = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
@@ -176,6 +177,8 @@ class StdioUpstream(StdioEras):
         listens: bool = False,
     ) -> JsonObject:
         on_notification, on_request = handlers
+        if self._mute:  # e.g. the era fallback after a child died answering initialize: fail now, not at the deadline
+            raise UpstreamError(FailureReason.UNAVAILABLE, f"{self.name}: backend process exited", sent=False)
         request_id = next(self._ids)
         token = f"{self.name}-{request_id}"  # unique across this child's active requests
         params, original = swap_progress_token(params, token)
@@ -229,8 +232,8 @@ class StdioUpstream(StdioEras):
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         while True:
             line = await next_line(stdout, self._line_too_long)
-            if line is None:  # the child is gone (or mute): nothing pending can be answered
-                self._ready = False
+            if line is None:  # the child is gone (or mute): nothing pending, or sent later, can be answered
+                self._ready, self._mute = False, True
                 self._fail_pending()
                 return
             self._on_line(line)
@@ -343,7 +346,7 @@ class StdioUpstream(StdioEras):
             self._exits.last = f"cannot start: {exc}"
             _log.error("cannot start backend", backend=self.name, error=str(exc))
             return
-        self._process = process
+        self._process, self._mute = process, False
         assert process.stdout is not None and process.stderr is not None
         reader = self._tasks.spawn(self._read_stdout(process.stdout), "stdout")
         stderr = self._tasks.spawn(forward_stderr(self.name, process.stderr, self._exits.heard), "stderr")

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,19 @@ async def test_a_child_that_dies_before_the_handshake_does_not_raise(
     with pytest.raises(UpstreamError):
         await call(upstream, "echo")
 
+
+
+async def test_a_child_whose_stdout_closes_during_the_handshake_is_not_waited_for(make_stdio: MakeStdio) -> None:
+    """It read initialize and closed stdout, and lives on a moment: the era fallback's server/discover
+    is not sent into a pipe nobody answers (it waited out the start timeout), the attempt ends at once."""
+    script = "import os, sys, time; sys.stdin.readline(); os.close(1); time.sleep(1.0)"
+    started = time.monotonic()
+    upstream = await make_stdio([sys.executable, "-c", script], start_timeout=20.0)
+    assert time.monotonic() - started < 5.0
+    assert upstream.pid is None
+    with pytest.raises(UpstreamError) as failed:
+        await call(upstream, "echo")
+    assert failed.value.reason == "unavailable"
 
 # --- close ------------------------------------------------------------------------------
 
