@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+import structlog
 from conftest import RawClient, make_token, stdio_backend
 
 from shared_state.conftest import StartReplicas, needs_shared_redis
@@ -24,7 +25,19 @@ async def test_a_tenant_spread_over_two_replicas_gets_its_rate_not_twice_it(
     await leader.initialize()
     clients = [leader, raw_client(b.url, token)]
     clients[1].session_id = leader.session_id
-    await asyncio.sleep(burst / rate + 0.2)  # the handshake's requests are paid back
+    for _ in range(3):  # a window in which Redis counted as down (a stalled loop) proves nothing: again
+        await asyncio.sleep(burst / rate + 0.2)  # the handshake's (or the last window's) requests are paid back
+        with structlog.testing.capture_logs() as logs:
+            accepted, budget = await _window(clients, window, rate, burst)
+        if not any(entry["event"] == "store_unavailable" for entry in logs):
+            break
+    total = accepted["a"] + accepted["b"]
+    assert abs(total - budget) <= burst + 2, (accepted, budget)
+    assert min(accepted.values()) > 0  # both replicas took their share of the one budget
+
+
+async def _window(clients: list[RawClient], window: float, rate: float, burst: int) -> tuple[dict[str, int], float]:
+    """Both clients ping as fast as they can for `window` seconds: what each got through, and the budget."""
     accepted = {"a": 0, "b": 0}
 
     async def hammer(name: str, client: RawClient, until: float) -> None:
@@ -35,8 +48,4 @@ async def test_a_tenant_spread_over_two_replicas_gets_its_rate_not_twice_it(
 
     started = time.monotonic()
     await asyncio.gather(hammer("a", clients[0], started + window), hammer("b", clients[1], started + window))
-    elapsed = time.monotonic() - started
-    total = accepted["a"] + accepted["b"]
-    budget = rate * elapsed + burst
-    assert abs(total - budget) <= burst + 2, (accepted, budget)
-    assert min(accepted.values()) > 0  # both replicas took their share of the one budget
+    return accepted, rate * (time.monotonic() - started) + burst
