@@ -26,11 +26,11 @@ from typing import IO, Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from lifecycle.processes import API_KEY, HOST, REPO_ROOT, free_port, gateway_config, gateway_env
 
-from reliability.strategies import any_message
+from reliability.strategies import any_message, modern_requests
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -171,6 +171,30 @@ def test_random_messages_get_clean_answers(served: ServedGateway, message: Any, 
     session = served.legacy_session_id if legacy else served.session_id  # 2025-03-26 allows batches
     status, _, body = served.post(message, session=session)
     assert_clean(status, body)
+
+
+
+# ---------------------------------------------------------------- random 2026-07-28 requests
+
+HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+STATUS_OF_CODE = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
+"""The revision's HTTP status for each error code of a 2026 JSON reply (PROTOCOL-2026 §A.4); other codes: 200."""
+
+
+@FUZZ
+@given(request=modern_requests())
+def test_random_2026_requests_get_clean_answers(served: ServedGateway, request: tuple[Any, dict[str, str]]) -> None:
+    message, headers = request
+    status, _, body = served.post(message, session=False, **headers)
+    assert_clean(status, body)
+    version = headers.get("MCP-Protocol-Version")
+    if version is not None and version not in HANDSHAKE_VERSIONS and body[:1] == b"{":  # the 2026 way (§A.5)
+        reply = orjson.loads(body)
+        code = reply["error"]["code"] if "error" in reply else None
+        event(f"2026: HTTP {status}, {code or 'a result'}")  # --hypothesis-show-statistics: what was reached
+        assert status == STATUS_OF_CODE.get(code, 200), (status, reply)
+        if "result" in reply:
+            assert reply["result"].get("resultType") in ("complete", "input_required"), reply
 
 
 def mutate(data: bytes, position: int, mutation: str, payload: bytes) -> bytes:
