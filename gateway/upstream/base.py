@@ -187,9 +187,13 @@ def message_kind(message: Any) -> str:
         return "invalid"
     if isinstance(message.get("method"), str):
         return "request" if "id" in message else "notification"
-    if "id" in message and ("result" in message or "error" in message):
-        return "response"
-    return "invalid"
+    if "id" not in message:
+        return "invalid"
+    if "error" in message:  # passed on to clients as it is: it must be a JSON-RPC error object
+        error = message["error"]
+        return "response" if isinstance(error, dict) and type(error.get("code")) is int and isinstance(
+            error.get("message"), str) else "invalid"
+    return "response" if "result" in message else "invalid"
 
 
 def check_response(backend: str, message: Any, expected_id: int) -> JsonObject:

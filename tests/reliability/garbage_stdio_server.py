@@ -3,9 +3,10 @@
 Tool names pick the misbehaviour: `echo` answers properly, `junk` prints garbage lines and
 then answers, `huge` answers with one line over the gateway's limit (id first, so it can be
 attributed), `huge_id_last` does the same with the id at the end, `no_result` answers
-without result or error, `wrong_id` answers another id, `duplicate` answers twice,
-`scalar_result` answers a number, `hang` never answers, `cancelled` returns the request ids
-of every notifications/cancelled seen so far, `pid` returns the process id.
+without result or error, `bad_error` with an error that is a string, `wrong_id` answers
+another id, `duplicate` answers twice, `scalar_result` answers a number, `hang` never answers,
+`cancelled` returns the request ids of every notifications/cancelled seen so far, `pid` returns
+the process id.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import os
 import sys
 from typing import Any
 
-TOOLS = ("echo", "junk", "huge", "huge_id_last", "no_result", "wrong_id", "duplicate", "scalar_result", "hang",
-         "cancelled", "pid")
+TOOLS = ("echo", "junk", "huge", "huge_id_last", "no_result", "bad_error", "wrong_id", "duplicate", "scalar_result",
+         "hang", "cancelled", "pid")
 HUGE = 2 * 1024 * 1024
 cancelled: list[Any] = []
 
@@ -47,6 +48,8 @@ def call(rid: Any, name: str, args: dict[str, Any]) -> None:
         write('{"jsonrpc": "2.0", ' + envelope + "}")
     elif name == "no_result":
         send({"jsonrpc": "2.0", "id": rid})
+    elif name == "bad_error":
+        send({"jsonrpc": "2.0", "id": rid, "error": "it broke"})
     elif name == "wrong_id":
         result(rid + 100000, content)
     elif name == "duplicate":

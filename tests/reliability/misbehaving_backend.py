@@ -32,6 +32,7 @@ TOOLS = (
     "html_502",      # 502 text/html error page (a proxy in front of a dead backend)
     "wrong_id",      # a JSON response for another id
     "no_result",     # a JSON-RPC envelope with neither result nor error
+    "bad_error",     # an `error` that is no JSON-RPC error object (no code, no message)
     "scalar_result",  # result is a number, not a CallToolResult object
     "deep",          # a result nested 300 levels deep (more than the gateway can re-encode)
     "sse_wrong_id",  # SSE: a response for another id
@@ -144,6 +145,10 @@ async def wrong_id(request: web.Request, body: JsonObject, args: JsonObject) -> 
 
 async def no_result(request: web.Request, body: JsonObject, args: JsonObject) -> web.StreamResponse:
     return _json({"jsonrpc": "2.0", "id": body["id"]})
+
+
+async def bad_error(request: web.Request, body: JsonObject, args: JsonObject) -> web.StreamResponse:
+    return _json({"jsonrpc": "2.0", "id": body["id"], "error": {"reason": "it broke"}})
 
 
 async def scalar_result(request: web.Request, body: JsonObject, args: JsonObject) -> web.StreamResponse:

@@ -49,6 +49,7 @@ async def bad_client(misbehaving: RunningMisbehaving, gateway: StartGateway, raw
     ("html_502", "unavailable"),
     ("wrong_id", "bad_response"),
     ("no_result", "bad_response"),
+    ("bad_error", "bad_response"),     # passed on, it would be no JSON-RPC error for the client either
     ("scalar_result", "bad_response"),
     ("deep", "bad_response"),          # parseable, but deeper than the gateway re-encodes
     ("sse_wrong_id", "bad_response"),
@@ -90,6 +91,7 @@ async def stdio_client(gateway: StartGateway, raw_client: Any) -> tuple[RawClien
 @pytest.mark.parametrize(("tool", "reason"), [
     ("huge", "bad_response"),          # over the line limit; its id is readable, so only it fails, at once
     ("no_result", "bad_response"),
+    ("bad_error", "bad_response"),
     ("scalar_result", "bad_response"),
     ("huge_id_last", "timeout"),       # over the limit, id unreadable: it cannot be attributed, so it times out
     ("wrong_id", "timeout"),           # an answer for nobody is dropped; the caller's deadline ends it
