@@ -85,7 +85,8 @@ class RoundSettings:
 class Round:
     """One call held across rounds: its dispatch, its open questions, and the request waiting on it now."""
 
-    __slots__ = ("asks", "attached", "binding", "changed", "ctx", "id", "keys", "step", "task", "timer")
+    __slots__ = ("asks", "attached", "binding", "changed", "ctx", "held_progress", "id", "keys", "step", "task",
+                 "timer")
 
     def __init__(self, round_id: str, ctx: RequestContext, binding: Binding) -> None:
         self.id, self.ctx, self.binding = round_id, ctx, binding
@@ -94,6 +95,7 @@ class Round:
         self.changed = asyncio.Event()  # a question came, or the call ended
         self.step = 0  # InputRequiredResults given so far
         self.attached: Waiting | None = None
+        self.held_progress: JsonObject | None = None  # the latest reported while it was parked, for the retry
         self.task: asyncio.Task[JsonObject | None] | None = None
         self.timer: asyncio.TimerHandle | None = None
 
@@ -103,8 +105,9 @@ class Round:
 
 class RoundChannel(ClientChannel):
     """A held call's way back: a question becomes an input request of its next round; a notification
-    goes to the request waiting on the round now (none while it is parked: then it is dropped), its
-    progress under that request's own token (a retry has its own, or asked for none)."""
+    goes to the request waiting on the round now, its progress under that request's own token (a retry
+    has its own, or asked for none). While the round is parked no request waits: the latest progress is
+    kept for the retry (it tells where the call stands), log messages are dropped."""
 
     __slots__ = ("round",)
 
@@ -115,6 +118,8 @@ class RoundChannel(ClientChannel):
     async def send(self, message: JsonObject) -> None:
         attached = self.round.attached
         if attached is None:
+            if message.get("method") == spec.PROGRESS:
+                self.round.held_progress = message
             return
         if message.get("method") == spec.PROGRESS:
             if attached.progress is None:
@@ -223,8 +228,12 @@ class Rounds:
     async def _wait(self, round_: Round, waiting: Waiting) -> JsonObject:
         """Until the call ends (its reply) or its backend asks something (the next InputRequiredResult)."""
         round_.attached = waiting
+        held, round_.held_progress = round_.held_progress, None
         assert round_.task is not None
         try:
+            if held is not None:  # what the call reported while parked: this request hears where it stands
+                assert isinstance(round_.ctx.channel, RoundChannel)
+                await round_.ctx.channel.send(held)
             while True:
                 round_.changed.clear()
                 if round_.task.done():

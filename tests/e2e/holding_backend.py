@@ -3,7 +3,8 @@
 Not a test module: the gateway runs it as a backend. `hold` asks the client to confirm (a form
 elicitation), waits, then works a while if told to, reporting progress; `outcomes` lists what became of every `hold`
 so far: "answered", "refused" (its question got an error), "cancelled" (the call was cancelled).
-`twice` asks two questions one after the other. The prompt `asked` samples the client's model;
+`twice` asks two questions one after the other; `meanwhile` reports progress while its
+question waits. The prompt `asked` samples the client's model;
 the resource template `hold://answer/{topic}` asks the user.
 """
 
@@ -39,6 +40,19 @@ async def hold(ctx: Context, then_sleep: float = 0) -> str:
     except MCPError as exc:
         ended.append("refused")
         return f"refused: {exc}"
+    return answer.action
+
+
+@server.tool()
+async def meanwhile(ctx: Context, after: float = 0.3) -> str:
+    """Ask the client to confirm and, `after` seconds into the wait, report progress (the answer not in yet)."""
+    async def report() -> None:
+        await anyio.sleep(after)
+        await ctx.report_progress(1, 2, "while asking")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(report)
+        answer = await ctx.elicit("Hold on?", schema=Confirmation)
     return answer.action
 
 

@@ -9,6 +9,7 @@ import re
 import time
 from typing import Any
 
+import orjson
 import pytest
 from backend_fixtures import StartBackend
 from conftest import RunningGateway, StartGateway, make_config, make_token
@@ -70,6 +71,22 @@ async def test_the_input_required_result_names_the_question_under_a_key_of_the_g
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-gateway"
     assert "ttlMs" not in result and "cacheScope" not in result  # an InputRequiredResult is never cached
 
+
+async def test_progress_reported_while_the_round_is_parked_reaches_the_retry(topology: dict[str, Any]) -> None:
+    """No request waits on a parked round: the call's latest progress is kept, and the retry hears it
+    first, under its own token (then the result, on the same stream)."""
+    async with raw(topology["gateway"], make_token("acme")) as client:
+        message, result = await first_round(client, {"name": "hold__meanwhile", "arguments": {"after": 0.3}},
+                                            {**FORM, "progressToken": "first"})
+        await asyncio.sleep(0.8)  # the backend reports while its question waits for the retry
+        meta = {**message["params"]["_meta"], "progressToken": "retry"}
+        status, body, headers = await client.post(retry(client, message, result["requestState"], answered(result),
+                                                        _meta=meta))
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream"), body
+    events = [orjson.loads(line[5:]) for line in body.decode().splitlines() if line.startswith("data:")]
+    assert [event.get("method") for event in events] == ["notifications/progress", None]
+    assert events[0]["params"] == {"progressToken": "retry", "progress": 1, "total": 2, "message": "while asking"}
+    assert events[1]["result"]["content"][0]["text"] == "accept"
 
 async def test_a_url_elicitation_goes_out_without_the_id_2026_removed(topology: dict[str, Any]) -> None:
     async with raw(topology["gateway"], make_token("acme")) as client:
