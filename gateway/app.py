@@ -26,7 +26,7 @@ from gateway.transport.errors import error_replies
 from gateway.transport.exchange import Exchange
 from gateway.transport.http import McpEndpoint
 from gateway.transport.requestlog import setup_request_log
-from gateway.transport.rounds import Rounds, RoundSettings
+from gateway.transport.rounds import Rounds
 from gateway.transport.security import origin_check
 from gateway.transport.streams import StreamHub
 
@@ -120,14 +120,8 @@ def _gateway_state(endpoint: McpEndpoint,
 
 
 def _rounds(config: Config, exchange: Exchange, shared: SharedState) -> Rounds:
-    """Multi-round trips for 2026 clients (transport.rounds), reachable from every replica. A round's
-    call runs on the dispatcher in force when it starts (a reload swaps the exchange's)."""
-    dispatcher = exchange.dispatcher
-    settings = RoundSettings(round_seconds=config.mrtr.round_seconds, max_rounds=config.mrtr.max_rounds,
-                             server_info=dispatcher.stateless.server_info,
-                             take_slot=exchange.take_slot, release_slot=exchange.release_slot)
-    rounds = Rounds(lambda message, ctx: exchange.dispatcher.handle(message, ctx), shared.seal, settings,
-                    replica=shared.replica_id)
+    """Multi-round trips for 2026 clients (transport.rounds), reachable from every replica."""
+    rounds = Rounds.of(config, exchange, shared.seal, replica=shared.replica_id)
     # a retry may come as late as a call may last, plus the wait for its round to be retried
     longest = max((backend.call_cap_seconds for backend in config.backends), default=0.0)
     shared.share_rounds(rounds, max_wait=longest + config.mrtr.round_seconds)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -26,9 +27,12 @@ from gateway.components import Components, build_components, kill_children
 from gateway.config import Config, TenantConfig
 from gateway.errors import Forbidden, Unauthorized
 from gateway.logs import EventLog, configure_logging
+from gateway.protocol.jsonrpc import JsonObject
+from gateway.shared_state import state_seal
 from gateway.tenancy import Principal, resolve_tenant
 from gateway.transport.exchange import Exchange
 from gateway.transport.pipes import FdWriter, start_reader
+from gateway.transport.rounds import Rounds
 from gateway.transport.stdio import End, StdioClient
 
 log = structlog.get_logger("gateway.stdio")
@@ -82,9 +86,10 @@ async def _main(config: Config, out_fd: int, events: EventLog) -> int:
         await core.authenticator.close()
         return _refuse(str(exc))
     exchange = Exchange(dispatcher=core.dispatcher, authenticator=core.authenticator, tenants=config.tenants)
+    rounds = Rounds.of(config, exchange, state_seal(config), replica="stdio")  # 2026 clients' questions
     client = StdioClient(exchange=exchange, tenant=caller.tenant, token=caller.token,
-                         write=FdWriter(out_fd).write, events=events)
-    core.catalogue.subscribe(exchange.list_changed_listener(client.deliver, lambda: [caller.tenant]))
+                         write=FdWriter(out_fd).write, events=events, rounds=rounds)
+    core.catalogue.subscribe(exchange.list_changed_listener(_to_both(client, core), lambda: [caller.tenant]))
     core.catalogue.relisting.watch(lambda: (caller.tenant.name,))  # stdout always takes notifications
     core.dispatcher.subscriptions.session_sink = lambda _session: client.send  # resource updates: stdout
     signals = lifecycle.ShutdownSignals()
@@ -96,6 +101,7 @@ async def _main(config: Config, out_fd: int, events: EventLog) -> int:
     try:
         await _serve(core, client, signals, grace=config.server.shutdown_grace_seconds)
     finally:
+        await rounds.close()  # calls held for a 2026 client's answers end at their backends
         cleaned = await lifecycle.finish_cleanup(core.close(), forced=signals.forced,
                                                  after_force=FORCED_EXIT_SECONDS,
                                                  on_force=lambda: kill_children(core.pool))
@@ -103,6 +109,16 @@ async def _main(config: Config, out_fd: int, events: EventLog) -> int:
     forced = signals.forced.is_set() or not cleaned
     log.info("stdio_stopped", reason=(client.ended or End.SIGNAL).value, requests=client.requests, forced=forced)
     return EXIT_FORCED if forced else 0
+
+
+def _to_both(client: StdioClient, core: Components) -> Callable[[set[str], JsonObject], None]:
+    """A list change goes to a handshake connection's stdout (once initialized) and to a 2026 one's listens."""
+
+    def deliver(tenants: set[str], message: JsonObject) -> None:
+        client.deliver(tenants, message)
+        core.listeners.publish(tenants, message)
+
+    return deliver
 
 
 async def _serve(core: Components, client: StdioClient, signals: lifecycle.ShutdownSignals, *,

@@ -32,13 +32,14 @@ from typing import Any
 
 import structlog
 
-from gateway.config import TenantConfig
+from gateway.config import Config, TenantConfig
 from gateway.errors import InternalError, InvalidParams
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
 from gateway.protocol.request_state import Binding, InvalidState, Passed, RoundRef, StateSeal
 from gateway.tenancy import ChannelClosed, RequestContext
 from gateway.transport.channel import ClientChannel, PendingAsks
+from gateway.transport.exchange import Exchange
 
 log = structlog.get_logger("gateway.transport")
 
@@ -147,6 +148,15 @@ class Rounds:
         self.run, self.seal, self.settings, self.replica = run, seal, settings, replica
         self.forward: Forward | None = None  # to the replica holding a round (None: one process)
         self._rounds: dict[str, Round] = {}
+
+    @classmethod
+    def of(cls, config: Config, exchange: Exchange, seal: StateSeal, *, replica: str) -> Rounds:
+        """The rounds of `exchange`'s 2026 clients, under `config.mrtr`. A round's call runs on the
+        dispatcher in force when it starts (a reload swaps the exchange's)."""
+        settings = RoundSettings(round_seconds=config.mrtr.round_seconds, max_rounds=config.mrtr.max_rounds,
+                                 server_info=exchange.dispatcher.stateless.server_info,
+                                 take_slot=exchange.take_slot, release_slot=exchange.release_slot)
+        return cls(lambda message, ctx: exchange.dispatcher.handle(message, ctx), seal, settings, replica=replica)
 
     async def handle(self, message: Message, ctx: RequestContext, stream: ClientChannel) -> JsonObject:
         """The reply: the call's result, an InputRequiredResult, or a refused state or answer (-32602)."""

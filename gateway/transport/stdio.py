@@ -3,8 +3,17 @@
 A thin adapter over the exchange core, as `transport.http` is: it splits lines, runs each
 message as its own task (so a slow tool call never holds up a ping, and a later
 `notifications/cancelled` finds the request in flight), writes replies, and turns errors into
-JSON-RPC error lines. There are no sessions: the protocol version comes from `initialize`;
-the caller's token is fixed at start and verified again on every message.
+JSON-RPC error lines. There are no sessions: the caller's token is fixed at start and verified
+again on every message.
+
+Both eras, one per connection, fixed by the client's first request as the official SDK fixes it
+for stdio: `initialize` (or anything without the 2026 envelope) opens a handshake connection,
+whose version comes from `initialize`; a request carrying the 2026-07-28 envelope opens a 2026
+one, each of whose requests is admitted on its own (transport.modern, without the HTTP headers
+stdio has none of), gets only its progress and the log messages it asked for, and cancels with
+`notifications/cancelled` (stdio's way at 2026). What a backend asks such a client is relayed in
+rounds (transport.rounds), as over HTTP. A request of the other era is refused: `initialize` on a
+2026 connection -32022, an enveloped request on a handshake one -32600.
 
 Ending: EOF lets requests in flight finish (up to the grace period); a signal or a closed
 stdout (broken pipe) cancels them.
@@ -25,14 +34,19 @@ from gateway import lifecycle
 from gateway.config import TenantConfig
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.logs import EventLog, RequestIds
-from gateway.protocol import jsonrpc, spec
+from gateway.protocol import eras, jsonrpc, spec
 from gateway.protocol.capabilities import NONE, declared
+from gateway.protocol.eras import Envelope
 from gateway.protocol.jsonrpc import JsonObject
+from gateway.protocol.request_state import INPUT_METHODS
 from gateway.tenancy import RequestContext
 from gateway.transport.channel import ChannelClosed, ClientChannel
 from gateway.transport.credentials import FixedCredentials
-from gateway.transport.exchange import Exchange
+from gateway.transport.exchange import Caller, Exchange
+from gateway.transport.inflight import CancelledByClient
+from gateway.transport.modern import StatelessRequests, error_reply, no_back_channel, wanted
 from gateway.transport.requestlog import HTTP_OUTCOMES, request_line
+from gateway.transport.rounds import Rounds
 
 log = structlog.get_logger("gateway.stdio")
 
@@ -52,7 +66,8 @@ class StdioClient:
     """One local client: reads its lines, runs each message as a task, writes the replies."""
 
     def __init__(self, *, exchange: Exchange, tenant: TenantConfig, token: str | None,
-                 write: Callable[[bytes], None], events: EventLog | None = None) -> None:
+                 write: Callable[[bytes], None], events: EventLog | None = None, rounds: Rounds | None = None) -> None:
+        """`rounds`: where a 2026 client's calls are held while it answers their backends' questions."""
         self.exchange = exchange
         self.tenant = tenant
         self.credentials = FixedCredentials(token)  # None: auth.anonymous_tenant
@@ -63,6 +78,9 @@ class StdioClient:
         self.capabilities = NONE  # what it declared at initialize that the gateway can relay
         self.log_level: str | None = None  # its logging/setLevel
         self.initialized = False
+        self.modern: bool | None = None  # the connection's era, once its first request fixed it
+        self.stateless = StatelessRequests(exchange, rounds.seal if rounds is not None else None)
+        self.rounds = rounds
         self.requests = 0
         self.ended: End | None = None
         self._request_ids = RequestIds()
@@ -119,25 +137,69 @@ class StdioClient:
         request_id = self._request_ids()
         data: Any = None
         ctx: RequestContext | None = None
+        outcome = "ok"
         try:
             data = jsonrpc.loads(line)
             principal = await self.exchange.authenticate(self.credentials, data)
             tenant = await self.exchange.admit(principal, data)
-            ctx = RequestContext(principal, tenant, request_id, self.protocol_version, channel=self.channel,
-                                 capabilities=self.capabilities, log_level=self.log_level, settings=self)
-            reply = await self.exchange.handle(data, ctx)
-            self._observe(data)
+            if self._speaks_2026(data):
+                ctx, reply = await self._answer_2026(data, (principal, tenant), request_id)
+            else:
+                ctx = RequestContext(principal, tenant, request_id, self.protocol_version, channel=self.channel,
+                                     capabilities=self.capabilities, log_level=self.log_level, settings=self)
+                reply = await self.exchange.handle(data, ctx)
+                self._observe(data)
             self.send(reply)
-            outcome = ctx.outcome
+            outcome = ctx.outcome if ctx is not None else outcome
         except GatewayError as exc:  # no JSON-RPC reply came from the core: this line's error is one
             outcome = HTTP_OUTCOMES.get(exc.http_status, "bad_request")
-            self.send(jsonrpc.error_response(jsonrpc.id_of(data), exc))
+            self.send(error_reply(jsonrpc.id_of(data), exc) if self.modern else
+                      jsonrpc.error_response(jsonrpc.id_of(data), exc))
         if _is_request(data):
             self.requests += 1
             line_fields = request_line(request_id, None, ctx.principal if ctx else None, ctx, outcome,
                                        time.perf_counter() - started)
             line_fields["transport"] = "stdio"
             self.events.write(logging.INFO, line_fields)
+
+    def _speaks_2026(self, data: Any) -> bool:
+        """Whether `data` is served at 2026-07-28: the connection's era, fixed by its first request; an
+        enveloped request on a handshake connection is refused."""
+        if self.modern is None and isinstance(data, dict) and "id" in data and "method" in data:
+            self.modern = data["method"] != spec.INITIALIZE and eras.claims_modern(data)
+        if self.modern is False and isinstance(data, dict) and eras.claims_modern(data):
+            raise InvalidRequest("Invalid Request: this connection opened in the handshake era (initialize); "
+                                 "it takes no 2026-07-28 requests")
+        return bool(self.modern)
+
+    async def _answer_2026(self, data: Any, caller: Caller,
+                           request_id: str) -> tuple[RequestContext | None, JsonObject | None]:
+        """One 2026 message: its context and reply (None, None for a notification)."""
+        method = data.get("method") if isinstance(data, dict) else None
+        if method == spec.INITIALIZE:
+            params = data.get("params")
+            version = params.get("protocolVersion") if isinstance(params, dict) else None
+            raise eras.unsupported(version if isinstance(version, str) else "")
+        if method == spec.CANCELLED and "id" not in data:  # stdio cancels by notification at 2026 too
+            cancel = RequestContext(caller[0], caller[1], request_id, spec.MODERN_VERSIONS[-1], method=method)
+            await self.exchange.handle_message(jsonrpc.parse_message(data), cancel)
+            return None, None
+        admitted = self.stateless.admit(data, None, caller, request_id, None)
+        if admitted is None:
+            return None, None
+        message, ctx = admitted
+        assert ctx.envelope is not None
+        stream = RequestStdout(self, ctx.envelope)
+        if self.rounds is not None and message.method in INPUT_METHODS and (
+                ctx.capabilities or "requestState" in message.params):  # type: ignore[operator]
+            try:  # its backend may ask its client: in rounds (a cancel drops the round)
+                return ctx, await self.exchange.inflight.run((CLIENT_KEY, message.id),
+                                                             self.rounds.handle(message, ctx, stream))
+            except CancelledByClient:
+                ctx.outcome = "cancelled"
+                return ctx, None
+        ctx.channel = stream
+        return ctx, await self.exchange.run_request(message, ctx)
 
     def _observe(self, data: Any) -> None:
         """What the transport itself tracks of a message the core accepted: the negotiated version,
@@ -191,6 +253,24 @@ class StdoutChannel(ClientChannel):
         if not self._client.reachable:
             raise ChannelClosed("the client closed its stdout")
         self._client.send(message)
+
+
+class RequestStdout(StdoutChannel):
+    """A 2026 request's way back on stdout: its progress and the log messages it asked for (`modern.wanted`),
+    never a request of ours (a call that may ask its client runs in rounds)."""
+
+    __slots__ = ("envelope",)
+
+    def __init__(self, client: StdioClient, envelope: Envelope) -> None:
+        super().__init__(client)
+        self.envelope = envelope
+
+    async def notify(self, message: JsonObject) -> None:
+        if wanted(message, self.envelope):
+            await self.send(message)
+
+    async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
+        raise no_back_channel(method)
 
 
 def _is_request(data: Any) -> bool:

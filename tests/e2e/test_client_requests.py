@@ -150,26 +150,47 @@ async def test_an_undeclared_capability_is_refused_at_once_and_the_call_fails_cl
         assert not later.is_error
 
 
-async def test_a_stdio_client_of_mcp_gateway_stdio_gets_the_same_exchanges(
-        topology: dict[str, Any], tmp_path: Path) -> None:
+def stdio_gateway(tmp_path: Path) -> StdioServerParameters:
+    """`mcp-gateway stdio` in front of the assistant backend as a stdio child (`local`)."""
     local = {"name": "local", "transport": "stdio", "command": stdio_command("assistant"), "cwd": str(REPO_ROOT)}
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump({"auth": {"jwt": {"secret": JWT_SECRET}}, "backends": [local],
                                       "tenants": {"acme": EVERY_BACKEND}, "logging": {"level": "warning"}}))
-    gateway = StdioServerParameters(command=sys.executable, args=["-m", "gateway", "stdio", "--config", str(config)],
-                                    env={"MCP_GATEWAY_TOKEN": make_token("acme"), "PATH": os.environ["PATH"]},
-                                    cwd=REPO_ROOT)
+    return StdioServerParameters(command=sys.executable, args=["-m", "gateway", "stdio", "--config", str(config)],
+                                 env={"MCP_GATEWAY_TOKEN": make_token("acme"), "PATH": os.environ["PATH"]},
+                                 cwd=REPO_ROOT)
+
+
+async def test_a_stdio_client_of_mcp_gateway_stdio_gets_the_same_exchanges(
+        topology: dict[str, Any], tmp_path: Path) -> None:
     mine, theirs = Recorder(), Recorder()
     async with direct(topology, "local", **theirs.callbacks()) as client:
         expected = [(await client.call_tool(tool, args)).model_dump() for tool, args in TOOLS]
         await client.call_tool("chatty", {"steps": 1})
-    async with Client(gateway, mode="legacy", read_timeout_seconds=30, **mine.callbacks()) as client:
+    async with Client(stdio_gateway(tmp_path), mode="legacy", read_timeout_seconds=30, **mine.callbacks()) as client:
         got = [(await client.call_tool(f"local__{tool}", args)).model_dump() for tool, args in TOOLS]
         await client.set_logging_level("error")
         await client.call_tool("local__chatty", {"steps": 1})
     assert got == expected
     assert mine.asked == theirs.asked
     assert mine.logs == [(level, data) for level, data in theirs.logs if level == "error"]
+
+
+async def test_a_2026_stdio_client_of_mcp_gateway_stdio_answers_in_rounds_what_a_legacy_one_answers_live(
+        topology: dict[str, Any], tmp_path: Path) -> None:
+    """The SDK client in mode="auto" opens a 2026 connection (its first request, server/discover, carries
+    the envelope); the backend's questions reach it as InputRequiredResults over stdout, its retries
+    carry the answers back."""
+    mine, theirs = Recorder(), Recorder()
+    async with direct(topology, "local", **theirs.callbacks()) as client:
+        expected = [(await client.call_tool(tool, args)).model_dump() for tool, args in TOOLS]
+    async with Client(stdio_gateway(tmp_path), mode="auto", read_timeout_seconds=30, **mine.callbacks()) as client:
+        assert client.protocol_version == "2026-07-28"
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        got = [(await client.call_tool(f"local__{tool}", args)).model_dump() for tool, args in TOOLS]
+    assert {f"local__{tool}" for tool, _ in TOOLS} <= names
+    assert [result["content"] for result in got] == [result["content"] for result in expected]
+    assert mine.asked == theirs.asked
 
 
 @pytest.mark.parametrize("backend", ["web", "local"])

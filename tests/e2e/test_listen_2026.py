@@ -5,17 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import httpx2
 import orjson
 import pytest
+import yaml
 from announcing_backend import AnnouncingBackend, serving
-from conftest import StartGateway, make_config, make_token
+from backend_fixtures import REPO_ROOT
+from conftest import JWT_SECRET, StartGateway, make_config, make_token
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated, Subscription, ToolsListChanged
 from stateless_client import StatelessClient
@@ -81,6 +87,30 @@ async def test_the_sdk_client_listens_for_updates_and_list_changes(running: Any)
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
 
+
+
+async def test_a_2026_client_of_mcp_gateway_stdio_listens_too(tmp_path: Path) -> None:
+    """Over the gateway's own stdio (a local client): the listen request's frames on stdout, and
+    cancelling it (stdio's way to end one) releases its subscription upstream."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"auth": {"jwt": {"secret": JWT_SECRET}}, "tenants": TENANTS,
+                                      "backends": [{"name": "w", "transport": "stdio", "command": BACKEND}],
+                                      "logging": {"level": "warning"}}))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gateway", "stdio", "--config", str(config)],
+                                   env={"MCP_GATEWAY_TOKEN": make_token("acme"), "PATH": os.environ["PATH"]},
+                                   cwd=REPO_ROOT)
+    async with Client(params, mode="auto", read_timeout_seconds=30) as client:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["w+memo://a"]) as subscription:
+            assert subscription.honored.resource_subscriptions == ["w+memo://a"]
+            await client.call_tool("w__touch", {"uri": "memo://a", "text": "new"})
+            assert await _next(subscription) == ResourceUpdated(uri="w+memo://a")
+            await client.call_tool("w__add_tool", {"name": "extra"})
+            assert await _next(subscription) == ToolsListChanged()
+        deadline = time.monotonic() + WAIT
+        while await _journal(client) != [["subscribe", "memo://a"], ["unsubscribe", "memo://a"]]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
 
 async def test_unknown_and_invisible_uris_are_left_out_alike(running: Any) -> None:
     async with modern_client(running.url, make_token("narrow")) as client:

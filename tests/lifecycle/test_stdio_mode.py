@@ -248,6 +248,50 @@ def test_a_cancelled_request_gets_no_reply_and_others_still_do(stdio_gateway: An
     assert all(orjson.loads(line).get("id") != 2 for line in gateway.lines + gateway.rest_of_stdout())
 
 
+MODERN = "2026-07-28"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def test_a_2026_connection_is_opened_by_its_first_request_and_keeps_its_era(stdio_gateway: Any) -> None:
+    gateway = stdio_gateway()
+    gateway.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "calc__add", "arguments": {"a": 1, "b": 2}, "_meta": ENVELOPE}})
+    result = gateway.reply_to(1)["result"]
+    assert result["resultType"] == "complete" and result["structuredContent"] == {"result": 3.0}
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-gateway"
+    gateway.send(INITIALIZE)  # the handshake has no place on a 2026 connection (the SDK's stdio rule)
+    error = gateway.reply_to(1)["error"]
+    assert error["code"] == -32022 and MODERN in error["data"]["supported"], error
+    gateway.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})  # no envelope: the ladder
+    assert gateway.reply_to(2)["error"]["code"] == -32602
+
+
+def test_a_handshake_connection_refuses_a_2026_request(stdio_gateway: Any) -> None:
+    gateway = stdio_gateway()
+    gateway.handshake()
+    gateway.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": ENVELOPE}})
+    assert gateway.reply_to(2)["error"]["code"] == -32600
+    gateway.send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert gateway.reply_to(3)["result"]["tools"]
+
+
+def test_a_2026_request_hears_its_progress_and_is_cancelled_by_notification(stdio_gateway: Any) -> None:
+    gateway = stdio_gateway()
+    slow = {"name": "calc__slow", "arguments": {"seconds": 20, "steps": 20},
+            "_meta": {**ENVELOPE, "progressToken": "p"}}
+    gateway.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": slow})
+    progress = gateway.read_message()
+    assert progress["method"] == "notifications/progress" and progress["params"]["progressToken"] == "p"
+    gateway.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    gateway.send({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": ENVELOPE}})
+    assert MODERN in gateway.reply_to(2)["result"]["supportedVersions"]
+    started = time.monotonic()
+    gateway.close_stdin()
+    assert gateway.wait() == 0
+    assert time.monotonic() - started < 8  # the cancelled call was not waited for
+    later = [orjson.loads(line) for line in gateway.lines[2:] + gateway.rest_of_stdout()]
+    assert all(message.get("id") != 1 for message in later)  # a cancelled request gets no reply
+
 def test_bad_lines_get_json_rpc_errors(stdio_gateway: Any) -> None:
     gateway = stdio_gateway()
     gateway.handshake()
