@@ -165,9 +165,10 @@ class StdioClient:
     def _speaks_2026(self, data: Any) -> bool:
         """Whether `data` is served at 2026-07-28: the connection's era, fixed by its first request; an
         enveloped request on a handshake connection is refused."""
-        if self.modern is None and isinstance(data, dict) and "id" in data and "method" in data:
+        request = isinstance(data, dict) and "id" in data and "method" in data
+        if self.modern is None and request:
             self.modern = data["method"] != spec.INITIALIZE and eras.claims_modern(data)
-        if self.modern is False and isinstance(data, dict) and eras.claims_modern(data):
+        if self.modern is False and request and eras.claims_modern(data):
             raise InvalidRequest("Invalid Request: this connection opened in the handshake era (initialize); "
                                  "it takes no 2026-07-28 requests")
         return bool(self.modern)
