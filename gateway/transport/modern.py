@@ -108,7 +108,7 @@ def _unanswered(message: Message, headers: MultiMapping[str]) -> None:
     cancel someone else's request, and no other client notification is defined.
     """
     if not message.is_notification:
-        raise InvalidRequest("Invalid Request: a 2026-07-28 POST carries a request, not a response")
+        raise InvalidRequest("Invalid Request: a 2026-07-28 client sends requests, not responses (it is asked nothing)")
     version = headers.get(VERSION_KEY, "")
     if version not in spec.MODERN_VERSIONS:
         raise eras.unsupported(version)

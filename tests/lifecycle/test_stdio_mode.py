@@ -264,6 +264,10 @@ def test_a_2026_connection_is_opened_by_its_first_request_and_keeps_its_era(stdi
     assert error["code"] == -32022 and MODERN in error["data"]["supported"], error
     gateway.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})  # no envelope: the ladder
     assert gateway.reply_to(2)["error"]["code"] == -32602
+    gateway.send({"jsonrpc": "2.0", "id": 3, "result": {}})  # a 2026 client is asked nothing to answer
+    assert gateway.read_message() == {"jsonrpc": "2.0", "id": 3, "error": {
+        "code": -32600, "message": "Invalid Request: a 2026-07-28 client sends requests, not responses (it is asked "
+                                   "nothing)"}}
 
 
 def test_a_handshake_connection_refuses_a_2026_request(stdio_gateway: Any) -> None:
