@@ -130,7 +130,12 @@ def _assert_json_rpc(line: bytes) -> None:
     assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", line
 
 
-async def test_the_sdk_client_initializes_lists_and_calls_tools(tmp_path: Path) -> None:
+ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+"""The SDK client's modes and the era each opens the stdio connection in (auto: its server/discover)."""
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_sdk_client_lists_and_calls_tools(tmp_path: Path, mode: Any) -> None:
     params = StdioServerParameters(command=sys.executable, args=_command(gateway_config(tmp_path, port=0))[1:],
                                    env={"MCP_GATEWAY_TOKEN": API_KEY, "PATH": os.environ.get("PATH", "")},
                                    cwd=str(REPO_ROOT))
@@ -139,7 +144,8 @@ async def test_the_sdk_client_initializes_lists_and_calls_tools(tmp_path: Path) 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append(value)
 
-    async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=30) as client:
+        assert client.protocol_version == ERAS[mode]
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"calc__add", "calc__slow"} <= names
         added = await client.call_tool("calc__add", {"a": 2, "b": 3})
@@ -149,11 +155,13 @@ async def test_the_sdk_client_initializes_lists_and_calls_tools(tmp_path: Path) 
     assert progress == [1, 2, 3]
 
 
-async def test_the_sdk_client_gets_prompts_and_reads_resources_over_stdio(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_sdk_client_gets_prompts_and_reads_resources_over_stdio(tmp_path: Path, mode: Any) -> None:
     params = StdioServerParameters(command=sys.executable, args=_command(gateway_config(tmp_path, port=0))[1:],
                                    env={"MCP_GATEWAY_TOKEN": API_KEY, "PATH": os.environ.get("PATH", "")},
                                    cwd=str(REPO_ROOT))
-    async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=30) as client:
+        assert client.protocol_version == ERAS[mode]
         assert client.server_capabilities.prompts is not None and client.server_capabilities.resources is not None
         assert [p.name for p in (await client.list_prompts()).prompts] == ["calc__explain"]
         prompt = await client.get_prompt("calc__explain", {"expression": "1 + 1"})
