@@ -76,9 +76,13 @@ async def test_a_gateway_starts_without_redis_and_readiness_follows_the_policy_u
 
         assert await wait_until(connected, RESYNC_WITHIN)
         assert await ready_status(running) == (200, [])
-        sessions = await keys_under(redis.url, redis_prefix, "session")
-        assert f"{redis_prefix}session:{client.session_id}".encode() in sessions  # written back
-        assert await keys_under(redis.url, redis_prefix, "catalogue")
+
+        async def written_back() -> bool:  # by the resync that follows the reconnection, not with it
+            sessions = await keys_under(redis.url, redis_prefix, "session")
+            return f"{redis_prefix}session:{client.session_id}".encode() in sessions and bool(
+                await keys_under(redis.url, redis_prefix, "catalogue"))
+
+        assert await wait_until(written_back, RESYNC_WITHIN)
     finally:
         await redis.stop()
 
