@@ -13,17 +13,15 @@ from gateway.auth.metadata import setup_metadata_routes
 from gateway.catalogue.serving import any_backend_serving
 from gateway.components import build_components
 from gateway.config import Config
-from gateway.dispatch.listen import ListenStreams
 from gateway.health import Readiness, setup_health_routes
 from gateway.logs import EventLog
 from gateway.metrics import Metrics, setup_metrics
 from gateway.protocol import spec
-from gateway.protocol.jsonrpc import JsonObject
 from gateway.reload import RELOADER, ConfigSource, Reloader, reload_endpoint
 from gateway.shared_state import SharedState, open_shared_state
 from gateway.transport.channel import PendingAsks
 from gateway.transport.errors import error_replies
-from gateway.transport.exchange import Exchange
+from gateway.transport.exchange import Exchange, to_both
 from gateway.transport.http import McpEndpoint
 from gateway.transport.requestlog import setup_request_log
 from gateway.transport.rounds import Rounds
@@ -94,7 +92,7 @@ def _gateway_state(endpoint: McpEndpoint,
             app[keys.EXCHANGE] = exchange
             app[keys.ROUNDS] = rounds
             subscriptions, listeners = core.subscriptions, core.listeners  # a reload keeps both
-            announce = _to_both(streams, listeners)  # list changes: the catalogue's and the reloads'
+            announce = to_both(streams.publish, listeners.publish)  # list changes: the catalogue's and the reloads'
             reloader = app[RELOADER] = Reloader(config=config, core=core, exchange=exchange, source=reload_source,
                                                 deliver=announce, metrics=app[keys.METRICS], on_swap=bind)
             shared.bind(streams, on_ended=exchange.asks.abandon)
@@ -126,13 +124,3 @@ def _rounds(config: Config, exchange: Exchange, shared: SharedState) -> Rounds:
     longest = max((backend.call_cap_seconds for backend in config.backends), default=0.0)
     shared.share_rounds(rounds, max_wait=longest + config.mrtr.round_seconds)
     return rounds
-
-
-def _to_both(streams: StreamHub, listeners: ListenStreams) -> Callable[[set[str], JsonObject], None]:
-    """A list change goes to the sessions' GET streams and to the 2026 listen streams alike."""
-
-    def deliver(tenants: set[str], message: JsonObject) -> None:
-        streams.publish(tenants, message)
-        listeners.publish(tenants, message)
-
-    return deliver

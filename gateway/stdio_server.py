@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -27,10 +26,9 @@ from gateway.components import Components, build_components, kill_children
 from gateway.config import Config, TenantConfig
 from gateway.errors import Forbidden, Unauthorized
 from gateway.logs import EventLog, configure_logging
-from gateway.protocol.jsonrpc import JsonObject
 from gateway.shared_state import state_seal
 from gateway.tenancy import Principal, resolve_tenant
-from gateway.transport.exchange import Exchange
+from gateway.transport.exchange import Exchange, to_both
 from gateway.transport.pipes import FdWriter, start_reader
 from gateway.transport.rounds import Rounds
 from gateway.transport.stdio import End, StdioClient
@@ -89,7 +87,8 @@ async def _main(config: Config, out_fd: int, events: EventLog) -> int:
     rounds = Rounds.of(config, exchange, state_seal(config), replica="stdio")  # 2026 clients' questions
     client = StdioClient(exchange=exchange, tenant=caller.tenant, token=caller.token,
                          write=FdWriter(out_fd).write, events=events, rounds=rounds)
-    core.catalogue.subscribe(exchange.list_changed_listener(_to_both(client, core), lambda: [caller.tenant]))
+    core.catalogue.subscribe(exchange.list_changed_listener(to_both(client.deliver, core.listeners.publish),
+                                                               lambda: [caller.tenant]))
     core.catalogue.relisting.watch(lambda: (caller.tenant.name,))  # stdout always takes notifications
     core.dispatcher.subscriptions.session_sink = lambda _session: client.send  # resource updates: stdout
     signals = lifecycle.ShutdownSignals()
@@ -109,16 +108,6 @@ async def _main(config: Config, out_fd: int, events: EventLog) -> int:
     forced = signals.forced.is_set() or not cleaned
     log.info("stdio_stopped", reason=(client.ended or End.SIGNAL).value, requests=client.requests, forced=forced)
     return EXIT_FORCED if forced else 0
-
-
-def _to_both(client: StdioClient, core: Components) -> Callable[[set[str], JsonObject], None]:
-    """A list change goes to a handshake connection's stdout (once initialized) and to a 2026 one's listens."""
-
-    def deliver(tenants: set[str], message: JsonObject) -> None:
-        client.deliver(tenants, message)
-        core.listeners.publish(tenants, message)
-
-    return deliver
 
 
 async def _serve(core: Components, client: StdioClient, signals: lifecycle.ShutdownSignals, *,

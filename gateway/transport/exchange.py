@@ -38,6 +38,17 @@ from gateway.transport.channel import ASK_ID_PREFIX, ForwardAnswer, PendingAsks
 from gateway.transport.inflight import CancelledByClient, InFlight
 
 Deliver = Callable[[set[str], JsonObject], object]
+
+
+def to_both(first: Deliver, second: Deliver) -> Deliver:
+    """One delivery that makes two: a list change goes to the handshake era's way (GET streams, or
+    stdout) and to the 2026 listen streams alike."""
+
+    def deliver(tenants: set[str], message: JsonObject) -> None:
+        first(tenants, message)
+        second(tenants, message)
+
+    return deliver
 """Hands a notification to every connected client of these tenants (a transport's fan-out)."""
 
 Reply = JsonObject | list[JsonObject] | None
