@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-instructions clean
+.PHONY: run test lint docs bench bench-instructions bench-scale screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,11 +16,15 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/mcp-gateway serve
 
 test: $(STAMP)
-	$(BIN)/ruff check gateway backends bench tests
+	$(BIN)/ruff check gateway backends bench tests docs
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway backends bench tests
+	$(BIN)/ruff check gateway backends bench tests docs
+
+docs: $(STAMP)
+	$(BIN)/python docs/generate.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench
@@ -28,5 +32,12 @@ bench: $(STAMP)
 bench-instructions: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.instructions
 
+bench-scale: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.scale
+
+# The status page's screenshots in docs/assets/status/ (Debian's chromium; about a minute).
+screenshots: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tests/browser/screenshots.py docs/assets/status
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

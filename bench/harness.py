@@ -36,6 +36,8 @@ from gateway.config import parse_config
 ANONYMOUS_TENANT = "bench"
 SEPARATOR = "__"
 TOKEN_TTL = 3600
+BENCH_ISSUER = "https://issuer.bench.invalid"
+BENCH_AUDIENCE = "https://gateway.bench.invalid/mcp"
 
 
 # ---------------------------------------------------------------- backends
@@ -172,10 +174,14 @@ class JwtKeys:
     def auth_config(self, algorithm: str) -> dict[str, Any]:
         if algorithm == "HS256":
             return {"jwt": {"algorithms": ["HS256"], "secret": self.secret}}
-        return {"jwt": {"algorithms": [algorithm], "public_key_file": str(self.public_key_file)}}
+        return {"jwt": {"algorithms": [algorithm], "public_key_file": str(self.public_key_file),
+                        "issuer": BENCH_ISSUER, "audience": BENCH_AUDIENCE}}
 
     def token(self, algorithm: str, tenant: str, subject: str) -> str:
         now = int(time.time())
-        claims = {"tenant": tenant, "sub": subject, "iat": now, "exp": now + TOKEN_TTL}
-        key: str | bytes = self.secret if algorithm == "HS256" else self.private_pem
-        return jwt.encode(claims, key, algorithm=algorithm)
+        claims: dict[str, Any] = {"tenant": tenant, "sub": subject, "iat": now, "exp": now + TOKEN_TTL}
+        if algorithm == "HS256":
+            return jwt.encode(claims, self.secret, algorithm=algorithm)
+        # an asymmetric key is an identity provider's: an RFC 9068 access token, as one would issue
+        claims |= {"iss": BENCH_ISSUER, "aud": BENCH_AUDIENCE, "client_id": "bench", "jti": secrets.token_hex(8)}
+        return jwt.encode(claims, self.private_pem, algorithm=algorithm, headers={"typ": "at+jwt"})

@@ -179,6 +179,12 @@ def _get_status(url: str) -> int:
         return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time one process has used so far (/proc/<pid>/stat), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     """Resident memory of one process (VmRSS from /proc/<pid>/status), in KiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

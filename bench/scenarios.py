@@ -349,7 +349,7 @@ def scenario_6(ctx: RunContext) -> list[ScenarioResult]:
     try:
         _workers_rows(ctx, result, {"redis_url": REDIS_URL, "key_prefix": prefix})
     finally:
-        result.notes.append(_redis_keys_note(prefix))
+        result.notes.append(redis_keys_note(prefix))
     two_rps = result.row("gateway 2 workers").get("rps")
     result.metrics = {"throughput_ratio": ratio(two_rps, result.row("direct").get("rps")),
                       "workers_speedup": ratio(two_rps, result.row("gateway 1 worker").get("rps"))}
@@ -401,7 +401,7 @@ def _shared_session_note(ctx: RunContext, gateway: Gateway) -> list[str]:
             "connections succeeded)"]
 
 
-def _redis_keys_note(prefix: str) -> str:
+def redis_keys_note(prefix: str) -> str:
     """How many keys the gateways wrote under our prefix (then delete them)."""
     try:
         client = redis.Redis.from_url(REDIS_URL, socket_timeout=2, socket_connect_timeout=2)

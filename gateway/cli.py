@@ -1,4 +1,4 @@
-"""The `mcp-gateway` command: serve, check-config, token, catalogue, stdio."""
+"""The `mcp-gateway` command: serve, check-config, token, catalogue, stdio, policy, audit, pins, init."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from typing import Any
 
 import jwt
 
+from gateway.audit.commands import add_commands as add_audit_commands
 from gateway.config import Config, ConfigError, HttpBackend, load_config
+from gateway.pins_command import add_pins_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.run is _init:
         return _init(args)
     try:
@@ -38,30 +40,53 @@ def _refuse(config: Config) -> bool:
     return bool(found)
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The command line (docs/generate.py writes docs/reference/cli.md from it)."""
     parser = argparse.ArgumentParser(prog="mcp-gateway", description="Multi-tenant MCP gateway")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, run: Any, help_text: str, *, preflight: bool = True) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--config", help="config file (default: the bundled demo config)")
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--config", metavar="PATH", help="config file (default: the bundled demo config)")
         sub.set_defaults(run=run, preflight=preflight)  # preflight: refuse what would fail at start
         return sub
 
     serve = command("serve", _serve, "run the HTTP gateway")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--host", help="address to listen on (overrides server.host)")
+    serve.add_argument("--port", type=int, help="port to listen on (overrides server.port)")
+    serve.add_argument("--workers", type=int, default=1,
+                       help="processes sharing the port (needs store.redis_url to share sessions)")
     command("check-config", _check_config, "validate the config and print a summary")
     token = command("token", _token, "mint a development token with the HS secret", preflight=False)
-    token.add_argument("--tenant", required=True)
-    token.add_argument("--sub", default="dev")
-    token.add_argument("--scope", default="")
-    token.add_argument("--ttl", type=int, default=3600)
+    token.add_argument("--tenant", required=True, help="the tenant claim")
+    token.add_argument("--sub", default="dev", help="the subject claim")
+    token.add_argument("--scope", default="", help='space-separated scopes, e.g. "mcpgw:admin"')
+    token.add_argument("--ttl", type=int, default=3600, help="seconds until the token expires")
+    token.add_argument("--groups", default="", help="comma-separated groups (the groups claim), e.g. support,leads")
     catalogue = command("catalogue", _catalogue, "print the merged catalogue")
-    catalogue.add_argument("--tenant")
-    command("stdio", _stdio, "serve one local client over stdin/stdout")
-    init = commands.add_parser("init", help="write a starter config file")
+    catalogue.add_argument("--tenant", help="only what this tenant sees")
+    stdio = command("stdio", _stdio, "serve one local client over stdin/stdout")
+    stdio.add_argument("--server", metavar="NAME", help="serve this virtual server (under `servers:`) instead")
+    policy = commands.add_parser("policy", help="ask the policy rules", description="ask the policy rules")
+    explain = policy.add_subparsers(required=True, metavar="SUBCOMMAND").add_parser(
+        "explain", help="what the rules give one caller", description=(
+            "print, as JSON, the rule that decides a tool for one caller and the inputSchema it is shown "
+            "(with --args, what a call with those arguments meets), or with --list every item and its rule"))
+    explain.add_argument("--config", metavar="PATH", help="config file (default: the bundled demo config)")
+    explain.add_argument("--tenant", required=True, help="the caller's tenant")
+    explain.add_argument("--sub", required=True, help="the caller's subject")
+    explain.add_argument("--groups", default="", help="comma-separated groups")
+    explain.add_argument("--scopes", default="", help="comma- or space-separated scopes")
+    explain.add_argument("--claims", default="{}", help="the token's other claims, as a JSON object")
+    target = explain.add_mutually_exclusive_group(required=True)
+    target.add_argument("--tool", help="the exposed tool name")
+    target.add_argument("--list", action="store_true", help="every tool, prompt, resource and template")
+    explain.add_argument("--args", help="a call's arguments, as a JSON object (with --tool)")
+    explain.set_defaults(run=_explain, preflight=True)
+    add_audit_commands(commands)
+    add_pins_parser(commands, _with_catalogue)
+    init = commands.add_parser("init", help="write a starter config file",
+                               description="write a starter config file and print its two new API keys")
     init.add_argument("path", nargs="?", default="gateway.yaml", help="where (default: ./gateway.yaml)")
     init.add_argument("--force", action="store_true", help="overwrite the file if it exists")
     init.set_defaults(run=_init)
@@ -125,8 +150,28 @@ def _check_config(config: Config, args: argparse.Namespace) -> int:
         target = backend.url if isinstance(backend, HttpBackend) else " ".join(backend.command)
         print(f"backend {backend.name} ({backend.transport}, namespace {backend.namespace!r}): {target}")
     for tenant in config.tenants.values():
-        print(f"tenant {tenant.name}: backends {', '.join(tenant.backends)}")
+        rules = f", {len(tenant.policy.rules)} rules, default {tenant.default}" if tenant.policy.rules else ""
+        print(f"tenant {tenant.name}: backends {', '.join(tenant.backends)}{rules}")
+    for warning in _rule_warnings(config):
+        print(f"warning: {warning}")
     return 0
+
+
+def _rule_warnings(config: Config) -> list[str]:
+    """Rules that can never apply, and rule globs that match no name: judged per tenant, said once."""
+    from gateway.policy.lint import shadowed, unmatched_globs
+
+    found: dict[str, None] = {}
+    for tenant in config.tenants.values():
+        namespaces = {b.name: b.namespace for b in config.backends
+                      if "*" in tenant.backends or b.name in tenant.backends}
+        for rule, earlier in shadowed(tenant.policy.rules):
+            found[f"{rule.where} ({rule.name}) never applies in tenant {tenant.name}: {earlier.where} "
+                  f"({earlier.name}) comes first and covers every caller and item it names"] = None
+        for rule in tenant.policy.rules:
+            for where, glob in unmatched_globs(rule, namespaces, config.catalogue.separator):
+                found[f"{where}: {glob!r} matches no name of tenant {tenant.name}'s backends"] = None
+    return list(found)
 
 
 def _token(config: Config, args: argparse.Namespace) -> int:
@@ -140,6 +185,8 @@ def _token(config: Config, args: argparse.Namespace) -> int:
     _set_claim(claims, jwt_config.tenant_claim, args.tenant)
     if args.scope:
         _set_claim(claims, jwt_config.scope_claim, args.scope)
+    if args.groups:
+        _set_claim(claims, jwt_config.groups_claim, _split(args.groups))
     if jwt_config.issuer:
         claims["iss"] = jwt_config.issuer
     if jwt_config.audience:
@@ -158,25 +205,13 @@ def _set_claim(claims: dict[str, Any], path: str, value: Any) -> None:
 
 def _catalogue(config: Config, args: argparse.Namespace) -> int:
     from gateway.catalogue.listings import KINDS
-    from gateway.components import build_components
-    from gateway.config import LoggingConfig, TenantConfig
-    from gateway.logs import configure_logging
-
-    # stdout is the listing; only warnings (a backend that could not be reached) go to stderr
-    configure_logging(LoggingConfig(level="warning", format="json"), stream=sys.stderr)
+    from gateway.config import TenantConfig
 
     if args.tenant and args.tenant not in config.tenants:
         print(f"error: unknown tenant {args.tenant!r}", file=sys.stderr)
         return 1
 
-    async def build() -> None:
-        core = build_components(config, list_changed=False)  # the same wiring as serve, minus the loop
-        service = core.catalogue
-        await core.pool.start()
-        try:
-            await service.refresh_all()
-        finally:
-            await core.pool.close()
+    async def show(service: Any) -> None:
         tenant = config.tenants.get(args.tenant or "") or TenantConfig(name="", backends=("*",))  # no tenant: all
         view = service.view(tenant)
         for entry in view.entries:
@@ -188,8 +223,59 @@ def _catalogue(config: Config, args: argparse.Namespace) -> int:
             if snapshot.status != "ok":
                 print(f"# backend {name}: {snapshot.status} ({snapshot.error})", file=sys.stderr)
 
-    asyncio.run(build())
+    asyncio.run(_with_catalogue(config, show))
     return 0
+
+
+def _explain(config: Config, args: argparse.Namespace) -> int:
+    import json
+
+    from gateway.catalogue.explain import explain_list, explain_tool
+    from gateway.policy import Principal
+
+    tenant = config.tenants.get(args.tenant)
+    if tenant is None:
+        print(f"error: unknown tenant {args.tenant!r}", file=sys.stderr)
+        return 1
+    try:
+        claims, arguments = json.loads(args.claims), json.loads(args.args) if args.args else None
+    except json.JSONDecodeError as exc:
+        print(f"error: --claims and --args must be JSON ({exc.msg})", file=sys.stderr)
+        return 1
+    if not isinstance(claims, dict) or not isinstance(arguments, dict | None):
+        print("error: --claims and --args must be JSON objects", file=sys.stderr)
+        return 1
+    principal = Principal(tenant.name, args.sub, frozenset(_split(args.scopes)), groups=frozenset(_split(args.groups)),
+                          claims=claims)
+
+    async def explained(service: Any) -> dict[str, Any]:
+        if args.list:
+            return explain_list(service, tenant, principal)
+        return explain_tool(service, tenant, principal, args.tool, arguments)
+
+    print(json.dumps(asyncio.run(_with_catalogue(config, explained)), indent=2))
+    return 0
+
+
+async def _with_catalogue(config: Config, use: Callable[[Any], Any]) -> Any:
+    """`use(catalogue)` once every backend was asked for its lists (the wiring `serve` uses, minus the loop)."""
+    from gateway.components import build_components
+    from gateway.config import LoggingConfig
+    from gateway.logs import configure_logging
+
+    # stdout is the answer; only warnings (a backend that could not be reached) go to stderr
+    configure_logging(LoggingConfig(level="warning", format="json"), stream=sys.stderr)
+    core = build_components(config, list_changed=False)
+    await core.pool.start()
+    try:
+        await core.catalogue.refresh_all()
+    finally:
+        await core.pool.close()
+    return await use(core.catalogue)
+
+
+def _split(values: str) -> list[str]:
+    return [value for value in values.replace(",", " ").split() if value]
 
 
 def _summary(item: dict[str, object]) -> str:
@@ -199,4 +285,4 @@ def _summary(item: dict[str, object]) -> str:
 def _stdio(config: Config, args: argparse.Namespace) -> int:
     from gateway.stdio_server import serve_stdio
 
-    return serve_stdio(config)
+    return serve_stdio(config, args.server)

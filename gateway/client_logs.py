@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import Callable
 
 from gateway.config import Config, HttpBackend
-from gateway.errors import InvalidParams
 from gateway.protocol import spec
 from gateway.protocol.capabilities import LOG_LEVELS, NONE, SEVERITY, log_level, loud_enough
+from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import JsonObject
 from gateway.tenancy import RequestContext, upstream_headers
 from gateway.upstream.base import NotificationHandler, Upstream, UpstreamError

@@ -22,11 +22,15 @@ from gateway.config import Config
 from gateway.dispatch import Dispatcher
 from gateway.dispatch.listen import ListenStreams
 from gateway.dispatch.subscriptions import Subscriptions
+from gateway.oauth.outbound import BackendCredentials
+from gateway.oauth.store import MemoryStore, SecretStore
 from gateway.upstream.base import Upstream
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
+    from gateway.audit import AuditTrail
     from gateway.metrics import Metrics
+    from gateway.tracing.spans import Tracing
 
 
 @dataclass(slots=True)
@@ -35,6 +39,8 @@ class Components:
     catalogue: CatalogueService
     dispatcher: Dispatcher
     authenticator: Authenticator
+    credentials: BackendCredentials  # backends' OAuth tokens and users' grants (gateway.oauth)
+    tracing: Tracing | None = None  # the gateway's spans (tracing on); the app or stdio mode closes it
 
     @property
     def subscriptions(self) -> Subscriptions:
@@ -56,28 +62,39 @@ class Components:
         await self.catalogue.stop()
         await self.pool.close()
         await self.authenticator.close()
+        await self.credentials.close()
 
 
 def build_components(config: Config, *, list_changed: bool, store: SnapshotStore | None = None,
-                     metrics: Metrics | None = None) -> Components:
-    """Wire the core from a config; nothing runs until `start()`. `metrics` is the app's, if any."""
+                     metrics: Metrics | None = None, tracing: Tracing | None = None,
+                     secrets: SecretStore | None = None, audit: AuditTrail | None = None) -> Components:
+    """Wire the core from a config; nothing runs until `start()`. `metrics`, `tracing` and `audit` are the app's,
+    if any; `secrets` keeps outbound OAuth's tokens and grants (memory by default: this process only)."""
+    credentials = BackendCredentials(config, secrets or MemoryStore())
     pool = UpstreamPool(config.backends, on_circuit_change=metrics.circuit_observed if metrics else None,
                         http_client=config.upstream.http_client,
-                        on_restart=metrics.backend_restarted if metrics else None)
-    catalogue = CatalogueService(config=config, pool=pool, store=store or MemorySnapshotStore(), metrics=metrics)
+                        on_restart=metrics.backend_restarted if metrics else None,
+                        own_auth=credentials.own_authorization)
+    catalogue = CatalogueService(config=config, pool=pool, store=store or MemorySnapshotStore(), metrics=metrics,
+                                 tracing=tracing)
     dispatcher, authenticator = build_front(config, catalogue=catalogue, pool=pool, list_changed=list_changed,
-                                            metrics=metrics)
-    return Components(pool=pool, catalogue=catalogue, dispatcher=dispatcher, authenticator=authenticator)
+                                            credentials=credentials, metrics=metrics, tracing=tracing, audit=audit)
+    return Components(pool=pool, catalogue=catalogue, dispatcher=dispatcher, authenticator=authenticator,
+                      credentials=credentials, tracing=tracing)
 
 
 def build_front(config: Config, *, catalogue: CatalogueService, pool: UpstreamPool, list_changed: bool,
-                metrics: Metrics | None = None, kept: Dispatcher | None = None) -> tuple[Dispatcher, Authenticator]:
+                credentials: BackendCredentials, metrics: Metrics | None = None, kept: Dispatcher | None = None,
+                tracing: Tracing | None = None, audit: AuditTrail | None = None) -> tuple[Dispatcher, Authenticator]:
     """The parts that hold no connection of their own: at start, and again on every reload. A reload
-    passes the dispatcher it replaces (`kept`): its subscriptions and listen streams go on in the new one."""
+    passes the dispatcher it replaces (`kept`): its subscriptions, listen streams and audit trail go on in the
+    new one."""
     dispatcher = Dispatcher(config=config, catalogue=catalogue, pool=pool, list_changed=list_changed,
                             metrics=metrics, subscriptions=kept.subscriptions if kept else None,
-                            listeners=kept.listeners if kept else None)
-    return dispatcher, Authenticator(config, on_failure=metrics.auth_failed if metrics else None)
+                            listeners=kept.listeners if kept else None,
+                            credentials=credentials if credentials.enabled else None,
+                            audit=kept.audit if kept else audit)
+    return dispatcher, Authenticator(config, on_failure=metrics.auth_failed if metrics else None, tracing=tracing)
 
 
 def kill_children(pool: Iterable[Upstream]) -> list[int]:

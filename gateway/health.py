@@ -66,7 +66,8 @@ class Readiness:
                 await asyncio.sleep(seconds)
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(closed[0].wait(), seconds)
+                async with asyncio.timeout(seconds):  # not wait_for: on 3.11 it can swallow the stop's cancel
+                    await closed[0].wait()
 
     def _report(self, ready: bool) -> None:
         if self._on_verdict is not None:

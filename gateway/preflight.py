@@ -18,6 +18,7 @@ from importlib.machinery import PathFinder
 from importlib.util import find_spec
 from pathlib import Path
 
+from gateway.catalogue.lockfile import LockfileError, read_lockfile
 from gateway.config import Backend, Config, StdioBackend
 from gateway.upstream.pool import stdio_command
 
@@ -46,6 +47,10 @@ def problems(config: Config) -> list[Problem]:
         for problem in _backend_problems(backend, f"backends[{i}]"):
             if problem.message != DEMO_HINT or all(p.message != DEMO_HINT for p in found):
                 found.append(problem)
+    try:
+        read_lockfile(config.integrity.lockfile)  # a broken one would stop the start with less to go on
+    except LockfileError as exc:
+        found.append(Problem("integrity.lockfile", str(exc)))
     return found
 
 

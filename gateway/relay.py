@@ -25,6 +25,7 @@ from gateway.upstream.base import Answer, JsonObject, refusal
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
+    from gateway.tracing.spans import CallSpan, RelaySpans
 
 log = structlog.get_logger("gateway.relay")
 
@@ -36,12 +37,15 @@ DESCRIBED = {spec.SAMPLING_CREATE_MESSAGE: "Sampling", spec.ELICITATION_CREATE: 
 class ClientRelay:
     """Relays one call's backend requests to the call's client (see the module docstring)."""
 
-    __slots__ = ("_ctx", "_metrics", "_tasks", "_timeout")
+    __slots__ = ("_ctx", "_metrics", "_span", "_tasks", "_timeout")
 
-    def __init__(self, ctx: RequestContext, *, timeout: float, metrics: Metrics | None) -> None:
+    def __init__(self, ctx: RequestContext, *, timeout: float, metrics: Metrics | None,
+                 span: CallSpan | None = None) -> None:
+        """`span`: the call's CLIENT span (tracing on): each relayed request gets its spans under it."""
         self._ctx = ctx
         self._timeout = timeout
         self._metrics = metrics
+        self._span = span
         self._tasks: set[asyncio.Task[None]] | None = None  # made on first use: most calls never ask
 
     def __call__(self, request: JsonObject, answer: Answer) -> None:
@@ -75,7 +79,10 @@ class ClientRelay:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _relay(self, request: JsonObject, answer: Answer) -> None:
-        outcome, reply = await self._ask(request)
+        spans = self._span.relay(request) if self._span is not None and self._span.server is not None else None
+        outcome, reply = await self._ask(request, spans)
+        if spans is not None:
+            spans.end(outcome, reply)
         self._ctx.extra.setdefault("client_requests", []).append(f"{request['method']}:{outcome}")
         if self._metrics is not None:
             self._metrics.client_request(request["method"], outcome)
@@ -83,9 +90,11 @@ class ClientRelay:
                   backend=self._ctx.backend, request_id=self._ctx.request_id)
         await answer(reply)
 
-    async def _ask(self, request: JsonObject) -> tuple[str, JsonObject]:
+    async def _ask(self, request: JsonObject, spans: RelaySpans | None) -> tuple[str, JsonObject]:
         """(outcome, the response for the backend)."""
         method, params = request["method"], request.get("params")
+        if spans is not None:  # the client hears the gateway's span as the request's parent
+            params = spans.params(params if isinstance(params, dict) else None)
         channel = self._ctx.channel
         if channel is None:
             return "unreachable", _failure(request, "the call has no way back to its client")

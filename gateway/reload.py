@@ -33,13 +33,19 @@ from aiohttp import web
 from gateway.admin import require_admin
 from gateway.auth.authenticator import Authenticator
 from gateway.catalogue.merge import BackendSnapshot
+from gateway.catalogue.servers import server_changes
 from gateway.catalogue.views import policy_changes
 from gateway.components import Components, build_front
 from gateway.config import Config, ConfigError
+from gateway.config.version import config_version
+from gateway.store.reloads import ReloadLog
+from gateway.tenancy import Principal
 from gateway.transport.exchange import Deliver, Exchange
+from gateway.transport.requestlog import PRINCIPAL
 from gateway.upstream.routed import RoutedUpstream
 
 if TYPE_CHECKING:
+    from gateway.audit import AuditTrail
     from gateway.metrics import Metrics
 
 log = structlog.get_logger("gateway.reload")
@@ -48,9 +54,9 @@ ConfigSource = Callable[[], Config]
 """Reads the config as at start-up; raises ConfigError naming what is wrong."""
 
 RESTART_ONLY = ("server", "store", "upstream", "admin", "metrics", "logging",
-                "auth.token_sources", "auth.query_param", "auth.resource_metadata", "mrtr")
+                "auth.token_sources", "auth.query_param", "auth.resource_metadata", "mrtr", "tracing")
 """Settings bound at start (the socket, the store, routes, the log pipeline, the rounds that hold
-calls under way and their state key): a reload that changes one is rejected. Everything else
+calls under way and their state key, the span exporter): a reload that changes one is rejected. Everything else
 (backends, tenants, limits, catalogue, the other auth keys) is live."""
 
 INVALID, CONFLICT = 422, 409
@@ -71,13 +77,15 @@ class Outcome:
     removed: tuple[str, ...] = ()
     replaced: tuple[str, ...] = ()
     tenants: tuple[str, ...] = ()  # tenants added, removed or changed
+    changed: tuple[str, ...] = ()  # every key path whose value differs (never the values)
+    version: str | None = None  # the config version in force after it
 
     def json(self) -> dict[str, Any]:
         if not self.applied:
             return {"status": "rejected", "reason": self.reason}
         return {"status": "applied", "backends": {"added": list(self.added), "removed": list(self.removed),
                                                   "replaced": list(self.replaced)},
-                "tenants_changed": list(self.tenants)}
+                "tenants_changed": list(self.tenants), "changed": list(self.changed), "config_version": self.version}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +135,18 @@ def changed_tenants(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[str
     return tuple(sorted(n for n in {*old, *new} if old.get(n) != new.get(n)))
 
 
+def changed_keys(old: Config, new: Config) -> tuple[str, ...]:
+    """Every key path whose value differs, down to a backend's or a tenant's own keys (a backend or
+    tenant added or removed is named whole): what the status page's reload history shows."""
+    keys = [key for f in fields(Config) if f.name not in ("backends", "tenants")
+            for key in _differences(getattr(old, f.name), getattr(new, f.name), f.name)]
+    for kind, before, after in (("backends", {b.name: b for b in old.backends}, {b.name: b for b in new.backends}),
+                                ("tenants", old.tenants, new.tenants)):
+        for name in [*before, *(n for n in after if n not in before)]:
+            keys += _differences(before.get(name), after.get(name), f"{kind}.{name}")
+    return tuple(keys)
+
+
 class StartFailed(Exception):
     """The new backends could not be set up beside the old ones (the old config goes on)."""
 
@@ -135,8 +155,12 @@ class Reloader:
     """Applies new configs to a running core (see the module docstring)."""
 
     def __init__(self, *, config: Config, core: Components, exchange: Exchange, source: ConfigSource | None,
-                 deliver: Deliver, metrics: Metrics | None = None, on_swap: Callable[[], None] = lambda: None) -> None:
+                 deliver: Deliver, metrics: Metrics | None = None, on_swap: Callable[[], None] = lambda: None,
+                 history: ReloadLog | None = None, audit: AuditTrail | None = None) -> None:
         self.config = config
+        self.audit = audit  # every reload, applied or not, gets an audit record (auditing on)
+        self.version = config_version(config)
+        self.history = history if history is not None else ReloadLog()  # every outcome, for the status page
         self.core = core
         self.exchange = exchange
         self.source = source
@@ -148,33 +172,66 @@ class Reloader:
         self._tasks: set[asyncio.Task[Outcome]] = set()
         self.retired: set[RoutedUpstream] = set()  # draining: a forced exit kills their children too
 
-    async def reload(self, trigger: str) -> Outcome:
-        """Read, check and apply the config; concurrent calls run one after the other."""
-        async with self._lock:
-            started = time.monotonic()
-            if self.source is None:
-                return self._rejected(trigger, "this gateway was not started from a config it can read again",
-                                      CONFLICT)
-            try:
-                new = await asyncio.to_thread(self.source)
-            except ConfigError as exc:
-                return self._rejected(trigger, str(exc), INVALID)
-            frozen = restart_only_changes(self.config, new)
-            if frozen:
-                return self._rejected(trigger, f"{', '.join(frozen)}: cannot change without a restart", CONFLICT)
-            try:
-                outcome = await self._apply(new)
-            except StartFailed as exc:
-                return self._rejected(trigger, str(exc), INVALID)
-            log.info("config_reloaded", trigger=trigger, duration_ms=round((time.monotonic() - started) * 1000, 1),
-                     **{k: v for k, v in outcome.json().items() if k != "status"})
-            self._count(applied=True)
+    def loaded(self) -> None:
+        """The config in force at start joins the history (what later reloads are compared with)."""
+        self.history.record({"at": time.time(), "trigger": "start", "by": None, "status": "applied",
+                             "config_version": {"before": None, "after": self.version}})
+
+    async def reload(self, trigger: str, by: Principal | None = None) -> Outcome:
+        """Read, check and apply the config; concurrent calls run one after the other (each in its span).
+        `by`: the admin who asked (None for a signal), for the history."""
+        tracing = self.core.tracing
+        if tracing is None:
+            return await self._recorded(trigger, by)
+        with tracing.internal("mcpgw reload", {"mcpgw.reload.trigger": trigger}) as span:
+            outcome = await self._recorded(trigger, by)
+            span.note("mcpgw.reload.outcome", "applied" if outcome.applied else "rejected")
+            if not outcome.applied:
+                span.fail("rejected", outcome.reason)
             return outcome
 
-    def start(self, trigger: str) -> asyncio.Task[Outcome]:
+    async def _recorded(self, trigger: str, by: Principal | None) -> Outcome:
+        """One reload at a time; each outcome, applied or not, joins the history."""
+        async with self._lock:
+            at, started, before = time.time(), time.monotonic(), self.version
+            outcome = await self._reload(trigger)
+            self.history.record({
+                "at": at, "trigger": trigger, "by": {"tenant": by.tenant, "subject": by.subject} if by else None,
+                **outcome.json(), "config_version": {"before": before, "after": self.version},
+                "duration_ms": round((time.monotonic() - started) * 1000, 1)})
+            if self.audit is not None:  # key paths and versions only: a rejection's reason may quote a value
+                await self.audit.admin("admin/reload", tenant=by.tenant if by else None,
+                                       subject=by.subject if by else None, request_id=None,
+                                       outcome="applied" if outcome.applied else "rejected",
+                                       detail={"trigger": trigger, "changed": list(outcome.changed),
+                                               "config_version": {"before": before, "after": self.version}})
+            return outcome
+
+    async def _reload(self, trigger: str) -> Outcome:
+        started = time.monotonic()
+        if self.source is None:
+            return self._rejected(trigger, "this gateway was not started from a config it can read again",
+                                  CONFLICT)
+        try:
+            new = await asyncio.to_thread(self.source)
+        except ConfigError as exc:
+            return self._rejected(trigger, str(exc), INVALID)
+        frozen = restart_only_changes(self.config, new)
+        if frozen:
+            return self._rejected(trigger, f"{', '.join(frozen)}: cannot change without a restart", CONFLICT)
+        try:
+            outcome = await self._apply(new)
+        except StartFailed as exc:
+            return self._rejected(trigger, str(exc), INVALID)
+        log.info("config_reloaded", trigger=trigger, duration_ms=round((time.monotonic() - started) * 1000, 1),
+                 **{k: v for k, v in outcome.json().items() if k != "status"})
+        self._count(applied=True)
+        return outcome
+
+    def start(self, trigger: str, by: Principal | None = None) -> asyncio.Task[Outcome]:
         """`reload` as a task of its own: a signal handler cannot await, and an admin whose
         connection drops must not cut a reload short halfway."""
-        task = asyncio.create_task(self.reload(trigger), name=f"reload-{trigger}")
+        task = asyncio.create_task(self.reload(trigger, by), name=f"reload-{trigger}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -206,11 +263,17 @@ class Reloader:
         self._swap(new, upstreams)
         before, after = self.core.catalogue.reconfigure(new, snapshots)  # no await since the swap
         self._retire(retired, old_auth)  # before any await: whatever happens next, they stop
-        for method, tenants in policy_changes(old_catalogue, after, old_config.tenants, new.tenants).items():
-            self.deliver(set(tenants), {"jsonrpc": "2.0", "method": method})
+        searches = (old_config.catalogue.search, new.catalogue.search)
+        for method, audience in policy_changes(old_catalogue, after, old_config.tenants, new.tenants,
+                                               searches).items():
+            self.deliver(audience.tenants, {"jsonrpc": "2.0", "method": method}, audience.sees)
+        for method, tenants in server_changes(old_config.servers, new.servers, new.tenants).items():
+            self.deliver(tenants, {"jsonrpc": "2.0", "method": method})  # a virtual server's list changed
+        self.core.catalogue.servers.check(after)  # its items withdrawn by the new config, logged and counted
         await self.core.catalogue.announce(before, after, snapshots)
         return Outcome(applied=True, added=plan.added, removed=plan.removed, replaced=plan.replaced,
-                       tenants=changed_tenants(old_config.tenants, new.tenants))
+                       tenants=changed_tenants(old_config.tenants, new.tenants),
+                       changed=changed_keys(old_config, new), version=self.version)
 
     async def _prepare(self, new: Config, names: Sequence[str]) -> tuple[dict[str, RoutedUpstream],
                                                                        dict[str, BackendSnapshot]]:
@@ -233,13 +296,15 @@ class Reloader:
         """Everything a request reads, replaced with no await in between."""
         core = self.core
         core.pool.swap({b.name: upstreams.get(b.name) or core.pool.get(b.name) for b in new.backends})
+        core.credentials.rebind(new)
         core.dispatcher, core.authenticator = build_front(new, catalogue=core.catalogue, pool=core.pool,
                                                           list_changed=True, metrics=self.metrics,
-                                                          kept=core.dispatcher)
+                                                          kept=core.dispatcher, tracing=core.tracing,
+                                                          credentials=core.credentials)
         self.exchange.rebind(dispatcher=core.dispatcher, authenticator=core.authenticator, tenants=new.tenants)
         if self.metrics is not None:
             self.metrics.reconfigure(new)
-        self.config = new
+        self.config, self.version = new, config_version(new)
         self.on_swap()
 
     def _retire(self, upstreams: list[tuple[RoutedUpstream, float]], authenticator: Authenticator) -> None:
@@ -284,5 +349,5 @@ RELOADER = web.AppKey("reloader", Reloader)
 async def reload_endpoint(request: web.Request) -> web.Response:
     """POST /admin/reload (admin scope): 200 with what changed, or 409 with the reason it was rejected."""
     await require_admin(request)
-    outcome = await asyncio.shield(request.app[RELOADER].start("admin"))
+    outcome = await asyncio.shield(request.app[RELOADER].start("admin", request[PRINCIPAL]))
     return web.json_response(outcome.json(), status=outcome.status)

@@ -32,7 +32,7 @@ from gateway.components import kill_children
 from gateway.config import Config, ServerConfig
 from gateway.logs import EventLog
 from gateway.reload import RELOADER, ConfigSource
-from gateway.transport.connections import Connections, GuardedListener, raise_open_file_limit
+from gateway.transport.http.connections import Connections, GuardedListener, raise_open_file_limit
 
 log = structlog.get_logger("gateway")
 

@@ -4,7 +4,8 @@ With `store.redis_url` unset, every part is the in-process memory one. With it s
 Redis client (one connection pool) per process serves the catalogue snapshots, the
 sessions, the rate-limit counters and the event channel, and four background tasks run:
 the health watchdog (PING), the event subscriber, the session expiry pusher, and the
-heartbeat telling the other replicas which tenants listen for list changes here.
+heartbeat telling the other replicas which tenants listen for list changes here. The status page's
+reload log and replica heartbeats (store/reloads.py, store/replicas.py) use the same client.
 
 The event channel also carries what must reach one replica in particular: a session's answer
 to the replica that asked, a multi-round retry to the replica holding its round. The key that
@@ -24,17 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.catalogue.store import MemorySnapshotStore, RedisSnapshotStore, SnapshotStore
 from gateway.config import Config, RateLimitConfig
+from gateway.oauth.store import MemoryStore, RedisStore, SecretStore
 from gateway.protocol.request_state import StateSeal
 from gateway.ratelimit import Decision, MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from gateway.store.client import create_client
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable, cancel_quietly, close_quietly, redacted
 from gateway.store.listening import SharedListening
+from gateway.store.reloads import ReloadLog
+from gateway.store.replicas import Replicas
 from gateway.transport.channel import ForwardAnswer, PendingAsks
+from gateway.transport.http.streams import StreamHub
 from gateway.transport.rounds import Rounds
 from gateway.transport.rounds_remote import RemoteRounds
 from gateway.transport.sessions import MemorySessionStore, RedisSessionStore, SessionStore
-from gateway.transport.streams import StreamHub
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
@@ -44,6 +48,9 @@ SUBSCRIBE_WAIT_SECONDS = 1.0
 
 CLIENT_ANSWER_EVENT = "client_answer"
 """Event kind: a client's answer to a gateway request (fields: session, message), for the replica that asked."""
+
+RELOADS_KEY, REPLICAS_KEY = "reloads", "replicas"
+"""Under the key prefix: the reload log every replica shares, and the hash of the replicas' heartbeats."""
 
 ROUND_KEY = "mrtr:key"
 """Under the key prefix: the requestState key the replicas share when `mrtr.secret` is not set."""
@@ -66,6 +73,7 @@ class SharedState:
     sessions: SessionStore
     rate_limiter: RateLimiter
     seal: StateSeal  # seals and opens multi-round `requestState`s
+    secrets: SecretStore = field(default_factory=MemoryStore)  # outbound OAuth: tokens, grants, sign-ins
     replica_id: str = field(default_factory=lambda: secrets.token_hex(8))  # the event bus's, with Redis
     health: StoreHealth | None = None  # None: the memory store, always up
     events: EventBus | None = None
@@ -73,6 +81,17 @@ class SharedState:
     required: bool = False
     runners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # background, while open
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    redis: Any = None  # the client every Redis part shares; None: the memory store
+    key_prefix: str = ""
+    reloads: ReloadLog = field(init=False)  # config loads and reloads, for the status page
+    replicas: Replicas = field(init=False)  # the replicas seen through the store
+
+    def __post_init__(self) -> None:
+        """The reload log and the replicas' heartbeats: shared through Redis when there is one."""
+        self.reloads = ReloadLog(replica=self.replica_id, redis=self.redis, key=f"{self.key_prefix}{RELOADS_KEY}",
+                                 health=self.health)
+        self.replicas = Replicas(replica_id=self.replica_id, redis=self.redis,
+                                 key=f"{self.key_prefix}{REPLICAS_KEY}", health=self.health)
 
     def bind(self, streams: StreamHub, *, on_ended: Callable[[str], None] | None = None) -> None:
         """Whatever ends a session (DELETE, idleness, its tenant's budget, another replica's DELETE)
@@ -193,9 +212,12 @@ def _redis_state(config: Config, redis: Any, health: StoreHealth, metrics: Metri
                                  on_count=metrics.sessions_observed if metrics is not None else None)
     limiter = SharedRateLimiter(RedisRateLimiter(redis, key_prefix=prefix, on_failure=health.failed), health)
     listening = SharedListening(events)
-    return SharedState(snapshots, sessions, limiter, state_seal(config), replica_id=events.replica_id, health=health,
+    secrets = RedisStore(redis, key_prefix=prefix, health=health)
+    return SharedState(snapshots, sessions, limiter, state_seal(config), secrets, replica_id=events.replica_id,
+                       health=health,
                        events=events, listening=listening, required=config.store.required,
-                       runners=[events.run, sessions.run, lambda: health.watch(redis.ping), listening.run])
+                       runners=[events.run, sessions.run, lambda: health.watch(redis.ping), listening.run],
+                       redis=redis, key_prefix=prefix)
 
 
 async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:
@@ -204,7 +226,8 @@ async def _start(state: SharedState, redis: Any, health: StoreHealth) -> None:
     state.tasks = [asyncio.create_task(run(), name="store-background") for run in state.runners]
     if health.up and state.events is not None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(state.events.subscribed.wait(), SUBSCRIBE_WAIT_SECONDS)
+            async with asyncio.timeout(SUBSCRIBE_WAIT_SECONDS):
+                await state.events.subscribed.wait()
 
 
 def state_seal(config: Config) -> StateSeal:

@@ -17,21 +17,28 @@ import asyncio
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
 from gateway import lifecycle
+from gateway.audit import AuditTrail, open_trail
 from gateway.auth.authenticator import Authenticator
 from gateway.components import Components, build_components, kill_children
 from gateway.config import Config, TenantConfig
-from gateway.errors import Forbidden, Unauthorized
+from gateway.config.server_model import VirtualServer
 from gateway.logs import EventLog, configure_logging
+from gateway.protocol.errors import Forbidden, Unauthorized
 from gateway.shared_state import state_seal
 from gateway.tenancy import Principal, resolve_tenant
+from gateway.tracing import open_tracing
 from gateway.transport.exchange import Exchange, to_both
-from gateway.transport.pipes import FdWriter, start_reader
 from gateway.transport.rounds import Rounds
-from gateway.transport.stdio import End, StdioClient
+from gateway.transport.stdio.connection import End, StdioClient
+from gateway.transport.stdio.pipes import FdWriter, start_reader
+
+if TYPE_CHECKING:
+    from gateway.tracing.spans import Tracing
 
 log = structlog.get_logger("gateway.stdio")
 
@@ -56,12 +63,12 @@ class Caller:
     token: str | None  # verified again on every request; None for auth.anonymous_tenant
 
 
-def serve_stdio(config: Config) -> int:
-    """Run stdio mode until the client goes; returns the exit status."""
+def serve_stdio(config: Config, server: str | None = None) -> int:
+    """Run stdio mode until the client goes (served virtual server `server`, if named); returns the exit status."""
     events = configure_logging(config.logging, stream=sys.stderr)
     if not config.backends:
         return _refuse("no backend is configured: add at least one under `backends:` in the config")
-    return lifecycle.run(_main(config, _claim_stdout(), events))
+    return lifecycle.run(_main(config, _claim_stdout(), events, server))
 
 
 def _refuse(reason: str) -> int:
@@ -76,17 +83,42 @@ def _claim_stdout() -> int:
     return protocol_fd
 
 
-async def _main(config: Config, out_fd: int, events: EventLog) -> int:
-    core = build_components(config, list_changed=True)
+async def _main(config: Config, out_fd: int, events: EventLog, server: str | None = None) -> int:
+    tracing = open_tracing(config.tracing, on_dropped=_spans_dropped, on_exported=lambda count: None)
+    trail = open_trail(config, on_dropped=_audit_dropped)  # its stdout sink writes to stderr here (_claim_stdout)
+    if trail is not None:
+        trail.start()
+    try:
+        return await _serve_client(config, out_fd, events, tracing, trail, server)
+    finally:
+        if trail is not None:
+            await trail.close()
+        if tracing is not None:
+            await tracing.close()
+
+
+def _spans_dropped(reason: str, count: int) -> None:
+    """Stdio mode has no /metrics: lost spans are logged (to stderr)."""
+    log.warning("trace_spans_dropped", reason=reason, count=count)
+
+
+def _audit_dropped(sink: str, count: int) -> None:
+    log.warning("audit_records_dropped", sink=sink, count=count)
+
+
+async def _serve_client(config: Config, out_fd: int, events: EventLog, tracing: Tracing | None,
+                        trail: AuditTrail | None = None, server: str | None = None) -> int:
+    core = build_components(config, list_changed=True, tracing=tracing, audit=trail)
     try:
         caller = await resolve_caller(config, core.authenticator)
+        served = _served(config, caller, server)
     except StartRefused as exc:
         await core.authenticator.close()
         return _refuse(str(exc))
     exchange = Exchange(dispatcher=core.dispatcher, authenticator=core.authenticator, tenants=config.tenants)
     rounds = Rounds.of(config, exchange, state_seal(config), replica="stdio")  # 2026 clients' questions
     client = StdioClient(exchange=exchange, tenant=caller.tenant, token=caller.token,
-                         write=FdWriter(out_fd).write, events=events, rounds=rounds)
+                         write=FdWriter(out_fd).write, events=events, rounds=rounds, tracing=tracing, server=served)
     core.catalogue.subscribe(exchange.list_changed_listener(to_both(client.deliver, core.listeners.publish),
                                                                lambda: [caller.tenant]))
     core.catalogue.relisting.watch(lambda: (caller.tenant.name,))  # stdout always takes notifications
@@ -140,3 +172,13 @@ async def resolve_caller(config: Config, authenticator: Authenticator) -> Caller
         return Caller(principal, resolve_tenant(principal, config.tenants), token or None)
     except Forbidden:
         raise StartRefused(f"the token's tenant {principal.tenant!r} is not configured under `tenants:`") from None
+
+
+def _served(config: Config, caller: Caller, name: str | None) -> VirtualServer | None:
+    """The virtual server `--server` names, if it admits the caller's tenant."""
+    if name is None:
+        return None
+    server = config.servers.get(name)
+    if server is None or not server.admits(caller.tenant.name):
+        raise StartRefused(f"no virtual server {name!r} under `servers:` admits tenant {caller.tenant.name!r}")
+    return server

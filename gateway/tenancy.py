@@ -5,15 +5,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.config import BackendConfig, HttpBackend, TenantConfig
-from gateway.errors import Forbidden
+from gateway.config.server_model import VirtualServer
+from gateway.policy import Principal
 from gateway.protocol.eras import Envelope, JsonObject
+from gateway.protocol.errors import Forbidden
 from gateway.protocol.request_state import Passed, StateSeal
+
+if TYPE_CHECKING:
+    from gateway.tracing.spans import RequestSpan
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 """Characters percent-encoded in identity header values."""
+
+
+__all__ = ["Channel", "ChannelClosed", "ClientSettings", "Principal", "RequestContext", "resolve_tenant",
+           "upstream_headers"]
 
 
 class ChannelClosed(Exception):
@@ -43,16 +52,6 @@ class ClientSettings(Protocol):
         """Remember the client's `logging/setLevel` for its later requests."""
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """An authenticated caller. `expires_at` (epoch seconds) bounds how long it may be cached."""
-
-    tenant: str
-    subject: str
-    scopes: frozenset[str] = frozenset()
-    expires_at: float | None = None
-
-
 @dataclass(slots=True)
 class RequestContext:
     """Everything the dispatcher needs about one request, and what it reports back for the log."""
@@ -70,14 +69,20 @@ class RequestContext:
     # filled in by the dispatcher for the canonical log line and metrics
     tool: str | None = None
     backend: str | None = None
+    target: str | None = None  # the called item's own name (or URI) at its backend, for the audit record
     outcome: str = "ok"
     extra: dict[str, Any] = field(default_factory=dict)
-    traceparent: str | None = None  # W3C trace context for HTTP backends (logs.traceparent_for)
+    # The request's W3C trace (gateway.tracing.context): the one its log line, metrics exemplars and audit
+    # record name. Tracing off: the client's, passed on to backends as it came (or a new one); on: its span's.
+    traceparent: str | None = None
+    tracestate: str | None = None  # passed on with traceparent while tracing is off
+    span: RequestSpan | None = None  # the request's SERVER span (or the sampler's no) while tracing is on
     envelope: Envelope | None = None  # a 2026-07-28 request's own version and client capabilities; None: a session's
     # A 2026 tools/call, prompts/get, resources/read or tasks/* request's sealed states (transport.rounds):
     seal: StateSeal | None = None  # what seals and opens them (None: no seal on this transport)
     params: JsonObject | None = None  # the request's own params: what a state sealed for its client is bound to
     passed: Passed | None = None  # a retry's: the 2026 backend's own state it carried back
+    server: VirtualServer | None = None  # the virtual server asked (`/servers/<name>/mcp`); None: the gateway's own
 
 
 def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) -> TenantConfig:

@@ -1,12 +1,12 @@
-"""gateway.errors: the error tree's codes come from protocol.spec, and backend failures carry a FailureReason."""
+"""gateway.protocol.errors: the error tree's codes come from spec, and backend failures carry a FailureReason."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from gateway.errors import BackendError, FailureReason, InvalidParams, MethodNotFound, ParseError
 from gateway.protocol import jsonrpc, spec
+from gateway.protocol.errors import BackendError, FailureReason, InvalidParams, MethodNotFound, ParseError
 from gateway.upstream.base import UpstreamError
 
 
@@ -29,7 +29,9 @@ def test_a_backend_error_names_the_backend_and_sends_its_reason_as_a_plain_strin
 
 
 def test_reasons_are_the_strings_of_the_error_contract() -> None:
-    assert [str(r) for r in FailureReason] == ["timeout", "unavailable", "circuit_open", "overloaded", "bad_response"]
+    # DESIGN.md's five, and the one a backend refusing the gateway's credential (or OAuth failing) gives
+    assert [str(r) for r in FailureReason] == ["timeout", "unavailable", "circuit_open", "overloaded", "bad_response",
+                                               "unauthorized"]
     assert FailureReason("timeout") is FailureReason.TIMEOUT
 
 

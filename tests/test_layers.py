@@ -17,13 +17,14 @@ import pytest
 PACKAGE = "gateway"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gateway.cli", "gateway.__main__"),
+    ("gateway.cli", "gateway.__main__", "gateway.pins_command"),
     ("gateway.preflight",),  # what would fail at start, checked before the CLI starts anything
     ("gateway.supervisor",),  # forks workers, each of which runs one server
     ("gateway.server", "gateway.stdio_server"),  # one process: HTTP (socket, signals, drain), or stdio
     ("gateway.app",),  # assembles the aiohttp application
     ("gateway.reload",),  # live reload: a new config swapped into the running core
     ("gateway.shared_state", "gateway.components"),  # wiring: memory or Redis stores; pool, catalogue, dispatcher
+    ("gateway.connections",),  # users' connections to user_oauth backends: sign-in pages, listing, revoking
     ("gateway.admin",),
     ("gateway.keys",),  # the aiohttp application's typed keys
     ("gateway.transport.http", "gateway.transport.stdio"),  # transport adapters: bytes in and out
@@ -32,10 +33,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway.dispatch", "gateway.relay", "gateway.client_logs"),  # methods; what backends send clients
     ("gateway.tenancy",),  # the request context and the tenant policy the dispatcher applies
     ("gateway.catalogue",),
+    ("gateway.oauth",),  # the gateway as an OAuth client of its backends: tokens, grants, sign-in links
     ("gateway.upstream",),
-    ("gateway.store", "gateway.metrics", "gateway.logs", "gateway.health", "gateway.lifecycle"),
+    ("gateway.audit",),  # the audit trail: records, chain, sinks; the dispatcher and admin actions write to it
+    ("gateway.store", "gateway.metrics", "gateway.logs", "gateway.health", "gateway.lifecycle", "gateway.tracing"),
     ("gateway.protocol",),  # the JSON-RPC envelope and SSE framing; spec.py sits lower still
-    ("gateway.errors", "gateway.config"),
+    ("gateway.protocol.errors", "gateway.config"),
+    ("gateway.policy",),  # who is asking, the rules, the one decision: pure, compiled by the config
     ("gateway.protocol.spec",),  # protocol names and codes: imports nothing of the gateway
 )
 """Top to bottom; the entries of one layer may import each other (the cycle test still applies)."""
@@ -74,6 +78,33 @@ def upward_imports(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> li
 def unplaced_modules(graph: Graph, layers: Sequence[Sequence[str]] = LAYERS) -> list[str]:
     """Modules no layer claims (a new module must be given its place)."""
     return sorted(m for m in graph if m != PACKAGE and layer_of(m, layers) is None)
+
+
+def child_of(package: str, module: str) -> str | None:
+    """The direct child of `package` (a module or a folder) that holds `module`, if any."""
+    if not module.startswith(package + "."):
+        return None
+    return package + "." + module[len(package) + 1:].split(".", 1)[0]
+
+
+def mutual_imports(graph: Graph) -> list[tuple[str, str]]:
+    """Pairs of siblings (two folders, or a folder and a module, of one package) that import each other.
+
+    A folder imports what any module inside it imports; so a pair found here is a design loop
+    even where no two single modules form a cycle.
+    """
+    packages = {module.rsplit(".", depth)[0] for module in graph for depth in range(1, module.count(".") + 1)}
+    found = set()
+    for package in packages:
+        edges = set()
+        for importer, imported in graph.items():
+            source = child_of(package, importer)
+            for target in imported:
+                sink = child_of(package, target)
+                if source and sink and source != sink:
+                    edges.add((source, sink))
+        found |= {(a, b) for a, b in edges if a < b and (b, a) in edges}
+    return sorted(found)
 
 
 def import_cycles(graph: Graph) -> list[list[str]]:
@@ -123,6 +154,11 @@ def test_no_import_cycle_exists_among_gateway_modules(graph: dict[str, set[str]]
     assert cycles == [], "modules that import each other:\n" + "\n".join(f"  {', '.join(c)}" for c in cycles)
 
 
+def test_no_two_folders_or_top_level_modules_import_each_other(graph: dict[str, set[str]]) -> None:
+    mutual = mutual_imports(graph)
+    assert mutual == [], "siblings that import each other:\n" + "\n".join(f"  {a} <-> {b}" for a, b in mutual)
+
+
 def test_every_gateway_module_has_a_layer(graph: dict[str, set[str]]) -> None:
     unplaced = unplaced_modules(graph)
     assert unplaced == [], f"give these modules a place in LAYERS: {', '.join(unplaced)}"
@@ -137,8 +173,8 @@ def test_every_layer_entry_names_a_module_that_exists(graph: dict[str, set[str]]
 
 
 def test_an_added_upward_import_is_reported(graph: dict[str, set[str]]) -> None:
-    broken = {**graph, "gateway.errors": graph["gateway.errors"] | {"gateway.app"}}
-    assert ("gateway.errors", "gateway.app") in upward_imports(broken)
+    broken = {**graph, "gateway.protocol.errors": graph["gateway.protocol.errors"] | {"gateway.app"}}
+    assert ("gateway.protocol.errors", "gateway.app") in upward_imports(broken)
 
 
 def test_an_import_under_type_checking_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +197,7 @@ def test_an_import_within_a_layer_or_downward_is_allowed() -> None:
 
 def test_a_deeper_entry_wins_over_its_package() -> None:
     assert layer_of("gateway.protocol.spec") == len(LAYERS) - 1
-    assert layer_of("gateway.protocol.jsonrpc") == len(LAYERS) - 3
+    assert layer_of("gateway.protocol.jsonrpc") == len(LAYERS) - 4
     assert upward_imports({"gateway.protocol.spec": {"gateway.protocol.jsonrpc"}}) == [
         ("gateway.protocol.spec", "gateway.protocol.jsonrpc")]
 
@@ -177,6 +213,21 @@ def test_a_cycle_through_three_modules_and_a_self_import_are_reported() -> None:
     assert import_cycles(graph) == [["a", "b", "c"], ["d"]]
 
 
+def test_two_folders_importing_each_other_through_different_modules_are_reported() -> None:
+    graph = {"gateway.upstream.http.eras": {"gateway.upstream.stdio.lines"},
+             "gateway.upstream.stdio.eras": {"gateway.upstream.http.body"},
+             "gateway.upstream.http.body": set(), "gateway.upstream.stdio.lines": set()}
+    assert import_cycles(graph) == []
+    assert mutual_imports(graph) == [("gateway.upstream.http", "gateway.upstream.stdio")]
+
+
+def test_a_folder_and_a_top_level_module_importing_each_other_are_reported(graph: dict[str, set[str]]) -> None:
+    module = next(m for m in sorted(graph) if m.count(".") == 1 and any(
+        target.startswith("gateway.protocol.") for target in graph[m]))  # a top-level module above protocol/
+    broken = {**graph, "gateway.protocol.jsonrpc": graph["gateway.protocol.jsonrpc"] | {module}}
+    assert tuple(sorted((module, "gateway.protocol"))) in mutual_imports(broken)
+
+
 def test_a_module_without_a_layer_is_reported() -> None:
-    assert unplaced_modules({"gateway": set(), "gateway.newthing": set(), "gateway.errors": set()}) == [
+    assert unplaced_modules({"gateway": set(), "gateway.newthing": set(), "gateway.protocol.errors": set()}) == [
         "gateway.newthing"]

@@ -23,4 +23,4 @@ class ApiKeyIndex:
                 found = key
         if found is None:
             return None
-        return Principal(found.tenant, found.subject, frozenset(found.scopes))
+        return Principal(found.tenant, found.subject, frozenset(found.scopes), groups=frozenset(found.groups))

@@ -11,10 +11,15 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import aiohttp
 import jwt
 import structlog
+
+if TYPE_CHECKING:
+    from gateway.tracing.spans import Tracing
 
 log = structlog.get_logger("gateway.auth")
 
@@ -29,8 +34,10 @@ CACHE_SECONDS = 300.0
 class JwksCache:
     def __init__(self, url: str, *, clock: Callable[[], float] = time.monotonic,
                  min_refetch_seconds: float = MIN_REFETCH_SECONDS, cache_seconds: float = CACHE_SECONDS,
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, tracing: Tracing | None = None) -> None:
+        """`tracing`: each fetch is a CLIENT span, under the request it holds up (tracing on)."""
         self.url = url
+        self.tracing = tracing
         self.clock = clock
         self.min_refetch_seconds = min_refetch_seconds
         self.cache_seconds = cache_seconds
@@ -54,7 +61,12 @@ class JwksCache:
         """Fetch once, under the lock, if still `needed` (a concurrent caller may have fetched)."""
         async with self._lock:
             if needed():
-                await self._fetch()
+                if self.tracing is None:
+                    await self._fetch()
+                    return
+                with self.tracing.internal("jwks fetch", _span_attributes(self.url), kind="client") as span:
+                    await self._fetch()
+                    span.note("mcpgw.auth.jwks_keys", len(self._keys))
 
     def _expired(self) -> bool:
         return self._fetched_at is not None and self.clock() - self._fetched_at >= self.cache_seconds
@@ -101,6 +113,16 @@ class JwksCache:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _span_attributes(url: str) -> dict[str, str | int]:
+    """Where the keys come from, without a query string or credentials the URL might carry."""
+    parts = urlsplit(url)
+    attributes: dict[str, str | int] = {"http.request.method": "GET", "url.full": f"{parts.scheme}://"
+                                        f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"}
+    if parts.hostname:
+        attributes["server.address"] = parts.hostname
+    return attributes
 
 
 def _signing_keys(document: bytes) -> list[jwt.PyJWK]:

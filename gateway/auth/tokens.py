@@ -26,6 +26,9 @@ class Credentials(Protocol):
     def metadata_url(self) -> str | None:
         """Where a 401's challenge points clients (RFC 9728), if the transport has one."""
 
+    def resource_url(self) -> str | None:
+        """The resource identifier of the endpoint asked (RFC 8707): what an OAuth token's `aud` must name."""
+
 
 def extract_token(credentials: Credentials, data: Any, config: AuthConfig) -> str | None:
     """The first token found in the enabled sources; `params.token` is removed from `data`.
@@ -33,9 +36,14 @@ def extract_token(credentials: Credentials, data: Any, config: AuthConfig) -> st
     Returns "" for a present-but-empty credential (an empty bearer), so it is refused as
     invalid rather than treated as anonymous.
     """
+    return find_token(credentials, data, config)[0]
+
+
+def find_token(credentials: Credentials, data: Any, config: AuthConfig) -> tuple[str | None, str | None]:
+    """`extract_token`'s token and the source it came from (`header`, `query`, `params`, or `fixed`)."""
     params_token = _pop_params_token(data)  # always stripped, so it is never forwarded
     if credentials.fixed is not None:
-        return credentials.fixed.strip()
+        return credentials.fixed.strip(), "fixed"
     for source in config.token_sources:
         if source == "header":
             token = _bearer(credentials.authorization())
@@ -44,8 +52,8 @@ def extract_token(credentials: Credentials, data: Any, config: AuthConfig) -> st
         else:
             token = params_token
         if token is not None:
-            return token.strip()
-    return None
+            return token.strip(), source
+    return None, None
 
 
 def _bearer(header: str | None) -> str | None:

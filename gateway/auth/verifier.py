@@ -3,6 +3,9 @@
 On top of pyjwt's checks: `exp`, `nbf` and `iat` must be JSON numbers (pyjwt also takes
 numeric strings, and a principal cached under a string `exp` would never expire), and `exp`
 may lie at most `max_lifetime_seconds` ahead (which also refuses absurd values such as 10**400).
+An OAuth access token (asymmetric keys) must carry the JOSE `typ` of RFC 9068 (`at+jwt`, which
+ID tokens of the same issuer lack) and the claims that profile requires, unless `require_typ`
+is null for an issuer that does not mark its access tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ class InvalidToken(Exception):
 
 
 TIME_CLAIMS = ("exp", "nbf", "iat")
+ACCESS_TOKEN_CLAIMS = ("iss", "exp", "aud", "sub", "client_id", "iat", "jti")
+"""What RFC 9068 §2.2 requires of a JWT access token."""
+SAME_AUDIENCE = object()
+"""`verify`'s default audience: the configured one."""
 
 
 class JwtVerifier:
@@ -42,8 +49,11 @@ class JwtVerifier:
     def enabled(self) -> bool:
         return bool(self.config.secret or self._public_key or self.jwks)
 
-    async def verify(self, token: str) -> dict[str, Any]:
-        """The token's claims, once its signature and registered claims check out."""
+    async def verify(self, token: str, audience: Any = SAME_AUDIENCE) -> dict[str, Any]:
+        """The token's claims, once its signature and registered claims check out.
+
+        `audience` (a string or a list, any of which will do) replaces the configured one.
+        """
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
@@ -52,23 +62,31 @@ class JwtVerifier:
         if algorithm not in self.config.algorithms:
             raise InvalidToken("algorithm")
         key = await self._key(header)
-        claims = self._decode(token, key)
+        typed = not algorithm.startswith("HS") and self.config.require_typ is not None  # an OAuth access token
+        if typed and not _typ_is(header.get("typ"), self.config.require_typ or ""):
+            raise InvalidToken("typ")
+        claims = self._decode(token, key, self.config.audience if audience is SAME_AUDIENCE else audience,
+                              ACCESS_TOKEN_CLAIMS if typed else ("exp",))
         self._check_times(claims)
         return claims
 
-    def _decode(self, token: str, key: Any) -> dict[str, Any]:
+    def _decode(self, token: str, key: Any, audience: Any, required: tuple[str, ...]) -> dict[str, Any]:
         try:
             return jwt.decode(
                 token, key, algorithms=list(self.config.algorithms),
-                audience=self.config.audience, issuer=self.config.issuer,
+                audience=audience, issuer=self.config.issuer,
                 leeway=self.config.leeway_seconds,
-                options={"require": ["exp"], "verify_aud": self.config.audience is not None},
+                options={"require": list(required), "verify_aud": audience is not None},
             )
         except jwt.ExpiredSignatureError as exc:
             raise InvalidToken("expired") from exc
         except jwt.ImmatureSignatureError as exc:
             raise InvalidToken("not_yet_valid") from exc
-        except (jwt.InvalidAudienceError, jwt.InvalidIssuerError) as exc:
+        except jwt.InvalidAudienceError as exc:
+            raise InvalidToken("audience") from exc
+        except jwt.MissingRequiredClaimError as exc:
+            raise InvalidToken("audience" if exc.claim == "aud" else "claims") from exc
+        except jwt.InvalidIssuerError as exc:
             raise InvalidToken("claims") from exc
         except jwt.PyJWTError as exc:
             raise InvalidToken("signature") from exc
@@ -102,6 +120,14 @@ class JwtVerifier:
         raise InvalidToken("algorithm")
 
 
+def _typ_is(typ: Any, wanted: str) -> bool:
+    """JOSE `typ` is a media type whose `application/` prefix may be left out (RFC 7515 §4.1.9)."""
+    if not isinstance(typ, str):
+        return False
+    typ, wanted = typ.lower(), wanted.lower()
+    return typ.removeprefix("application/") == wanted.removeprefix("application/")
+
+
 def _is_number(value: Any) -> bool:
     """A JSON number: not a bool, a string or an infinite/NaN float."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -110,7 +136,10 @@ def _is_number(value: Any) -> bool:
 
 
 def claim(claims: dict[str, Any], path: str) -> Any:
-    """A claim by dotted path (`org.tenant`), or None."""
+    """A claim by its whole name (`https://example.com/groups`, as namespaced claims are named),
+    else by dotted path (`realm_access.roles`); None when there is neither."""
+    if path in claims:
+        return claims[path]
     value: Any = claims
     for part in path.split("."):
         if not isinstance(value, dict):

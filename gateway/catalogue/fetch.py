@@ -7,6 +7,7 @@ per-kind versions make the new snapshot's version without listing them again.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,13 +16,16 @@ import structlog
 
 from gateway.catalogue.listings import KINDS, OFFERED, SUBSCRIBE, TASKS_OFFER, Kind, Listed, usable_items
 from gateway.catalogue.merge import BackendSnapshot, Tool, VersionHash, combined_version, snapshot_version
+from gateway.catalogue.variants import variant_tools
 from gateway.config import BackendConfig
 from gateway.protocol import spec
-from gateway.protocol.capabilities import declares_tasks
+from gateway.protocol.capabilities import NONE, declares_tasks
+from gateway.tracing.context import CURRENT
 from gateway.upstream.base import JsonObject, Upstream, UpstreamError, subscribable
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
+    from gateway.tracing.spans import Tracing
 
 log = structlog.get_logger("gateway.catalogue")
 
@@ -58,7 +62,9 @@ class BackendLister:
             assert previous is not None
             tools, versions = previous.tools, {TOOLS: previous.versions[TOOLS]}
         else:
-            tools, tools_version = await self._tools()
+            upstream = self.upstream
+            tools, tools_version = await variant_tools(self._tools, lambda: getattr(upstream, "eras", ()),
+                                                       lambda: getattr(upstream, "lists_per_client", False))
             versions = {TOOLS: tools_version}
         declared = self.upstream.server_capabilities  # known now: the handshake is done
         offers = frozenset(c for c in OFFERED if isinstance(declared.get(c), dict))
@@ -80,23 +86,26 @@ class BackendLister:
         return BackendSnapshot(self.backend.name, tools, version, self.clock(), lists=lists, offers=offers,
                                versions=versions)
 
-    async def _tools(self) -> tuple[tuple[Tool, ...], str]:
-        """Drain every page of the backend's tools/list: its tools and their snapshot version."""
+    async def _tools(self, flags: frozenset[str] = NONE) -> tuple[tuple[Tool, ...], str]:
+        """Drain every page of the backend's tools/list, as listed to a client with `flags`: its tools and
+        their snapshot version."""
         tools: list[Tool] = []
         version = VersionHash()
         cursor: Any = None
         seen_cursors: set[str] = set()
         for _ in range(MAX_PAGES):
-            page, cursor = await self._tools_page(cursor, version)
+            page, cursor = await self._tools_page(cursor, version, flags)
             tools += page
             if not isinstance(cursor, str) or not cursor or cursor in seen_cursors:
                 break
             seen_cursors.add(cursor)
         return tuple(tools), version.hexdigest()
 
-    async def _tools_page(self, cursor: Any, version: VersionHash) -> tuple[list[Tool], Any]:
+    async def _tools_page(self, cursor: Any, version: VersionHash, flags: frozenset[str]) -> tuple[list[Tool], Any]:
         """One page's tools, compacted here so its decoded reply is gone before the next page is asked for."""
-        result = await self._page(spec.TOOLS_LIST, cursor)
+        result = await self._page(spec.TOOLS_LIST, cursor, flags)
+        if result is None and cursor is None and "tools" not in self.upstream.server_capabilities:
+            return [], None  # a backend of prompts or resources only, which refuses tools/list: no tools
         if result is None or not isinstance(result.get("tools"), list):
             raise RefreshFailed("tools/list returned no tool list")
         return _usable_tools(self.backend.name, result["tools"], version), result.get("nextCursor")
@@ -121,17 +130,28 @@ class BackendLister:
             seen_cursors.add(cursor)
         return tuple(items), raws
 
-    async def _page(self, method: str, cursor: Any) -> JsonObject | None:
-        """One page's result (None for a JSON-RPC error); a failed exchange fails the refresh."""
+    async def _page(self, method: str, cursor: Any, flags: frozenset[str] = NONE) -> JsonObject | None:
+        """One page's result (None for a JSON-RPC error); a failed exchange fails the refresh.
+
+        In a refresh's span (tracing on) each page is a CLIENT span, its context in the page's `_meta`."""
         params = {"cursor": cursor} if cursor is not None else None
+        refresh = CURRENT.get()
+        call = None
+        if refresh is not None:
+            params = params or {}
+            call = refresh.call(self.backend, method, params)
         started = time.perf_counter()
+        reply = None
         try:
-            reply = await self.upstream.request(method, params, timeout=self.backend.timeout_seconds)
+            reply = await self.upstream.request(method, params, timeout=self.backend.timeout_seconds,
+                                                capabilities=flags)
         except UpstreamError as exc:
             raise RefreshFailed(f"{method} failed: {exc.reason} ({exc})") from exc  # e.g. why a child exited
         finally:
             if self.metrics is not None:
                 self.metrics.upstream_done(self.backend.name, method, time.perf_counter() - started)
+            if call is not None:
+                call.settle(reply, sys.exc_info()[1])
         result = reply.get("result")
         return result if isinstance(result, dict) else None
 
@@ -164,3 +184,15 @@ def _usable(raw: Any) -> Tool | None:
         return Tool.from_dict(raw)
     except TypeError:  # orjson cannot write it (nested deeper than 254): no client could get it from us
         return None
+
+
+async def traced_snapshot(lister: BackendLister, previous: BackendSnapshot | None, kinds: frozenset[str] | None,
+                          tracing: Tracing | None) -> BackendSnapshot:
+    """The backend's snapshot, in a span of its own (a trace of its own: no request asked for it)."""
+    if tracing is None:
+        return await lister.snapshot(previous, kinds)
+    attributes = {"mcpgw.backend": lister.backend.name, "mcpgw.catalogue.kinds": sorted(kinds or ("all",))}
+    with tracing.internal("mcpgw catalogue refresh", attributes, root=True) as span:
+        snapshot = await lister.snapshot(previous, kinds)
+        span.note("mcpgw.catalogue.items", len(snapshot.tools) + sum(map(len, snapshot.lists.values())))
+        return snapshot

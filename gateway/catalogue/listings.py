@@ -48,7 +48,7 @@ TEMPLATES = Kind("templates", "uriTemplate", spec.RESOURCES_TEMPLATES_LIST, "res
 KINDS = (PROMPTS, RESOURCES, TEMPLATES)
 BY_NAME = {kind.name: kind for kind in KINDS}
 
-OFFERED = ("prompts", "resources", "completions")
+OFFERED = ("tools", "prompts", "resources", "completions", "logging")
 """Server capabilities whose presence in a backend's initialize result the catalogue records."""
 SUBSCRIBE = "resources.subscribe"
 """Recorded too when a backend declared `resources: {subscribe: true}` (it serves resources/subscribe)."""

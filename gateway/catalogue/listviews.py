@@ -15,12 +15,14 @@ from typing import Any
 
 import orjson
 
+from gateway.catalogue.callers import listed_items
 from gateway.catalogue.listings import Kind, ListedEntry
 from gateway.catalogue.merge import Catalogue
 from gateway.catalogue.pages import encode_pages, page_at
 from gateway.catalogue.uris import split, template_pattern
 from gateway.config import TenantConfig
-from gateway.errors import InvalidParams
+from gateway.policy import Access, Item
+from gateway.protocol.errors import InvalidParams
 
 Globs = tuple[tuple[str, ...], tuple[str, ...]]  # (allow, deny)
 
@@ -68,12 +70,20 @@ class Route:
 class ListingView:
     """The items of one kind a tenant sees in one catalogue version."""
 
-    def __init__(self, kind: Kind, catalogue: Catalogue, policy: Policy, view_id: str, *, page_size: int) -> None:
+    def __init__(self, kind: Kind, catalogue: Catalogue, policy: Policy, view_id: str, *, page_size: int,
+                 access: Access | None = None) -> None:
         self.kind = kind
         listing = catalogue.listings.get(kind.name)
         entries = listing.entries if listing else ()
         self.entries = tuple(e for e in entries if policy.permits(kind.capability, e.backend, e.exposed))
+        self.conditional: frozenset[str] = frozenset()  # keys listed under a rule that reads the request
+        if access is not None and (access.applying or not access.default_allows):
+            listed, self.conditional = listed_items(kind.name, self.entries, access)
+            self.entries = tuple(listed)
         self.by_key: Mapping[str, ListedEntry] = {e.exposed: e for e in self.entries}
+        self.held = frozenset(key for key, backend in catalogue.held_listed.get(kind.name, {}).items()
+                              if policy.permits(kind.capability, backend, key)
+                              and (access is None or access.decide(Item(kind.name, key, backend)).allowed))
         self.id = hashlib.sha256(f"{view_id}\0{kind.name}".encode()).hexdigest()[:16]
         self.page_size = page_size
         self.pages = encode_pages(self.id, [e.json(kind) for e in self.entries], kind.result_key, page_size)
@@ -85,6 +95,10 @@ class ListingView:
         """The entry for an exposed key; unknown and invisible keys get the same error."""
         entry = self.by_key.get(key) if isinstance(key, str) else None
         if entry is None:
+            if isinstance(key, str) and key in self.held:  # one this caller would be shown: nothing more revealed
+                raise InvalidParams(f"{self.kind.unknown.removeprefix('Unknown ').capitalize()} held for review: "
+                                    f"{key[:200]} (its backend changed its definition or added it, and an admin "
+                                    "has not approved it yet)")
             raise InvalidParams(f"{self.kind.unknown}: {str(key)[:200]}")
         return entry
 

@@ -16,6 +16,8 @@ from gateway.protocol import spec
 
 JsonObject = dict[str, Any]
 
+ERA_TRAITS = frozenset({"era.handshake", "era.2026"})
+"""The client traits of the two eras (catalogue.variants): a client has exactly one of them."""
 TASK_SUPPORT_KEY = b'"taskSupport"'
 """A tool whose JSON lacks this key cannot require tasks, so most tools are never decoded at merge."""
 HEADER_ANNOTATION = spec.X_MCP_HEADER.encode()
@@ -36,6 +38,8 @@ class Tool:
     tail: bytes  # b',"description":…}' or b'}'
     header_arguments: bool = False
     """Whether it may name `x-mcp-header` arguments: told once here, not searched for on every 2026 call."""
+    needs: frozenset[str] = frozenset()
+    """The client traits it is listed to (catalogue.variants): empty for a tool every client sees."""
 
     @classmethod
     def from_dict(cls, tool: JsonObject) -> Tool:
@@ -81,6 +85,11 @@ class ToolEntry:
     exposed: str
     backend: str
     tool: Tool  # the backend's tool; clients see it named `exposed`
+    encoded: bytes = field(init=False, repr=False, compare=False)
+    """The tool as clients see it, encoded once: every tenant's view lists these very bytes."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoded", self.tool.json(self.exposed))  # frozen: set once, here
 
     @property
     def original(self) -> str:
@@ -88,7 +97,7 @@ class ToolEntry:
 
     def json(self) -> bytes:
         """The tool as clients see it: the backend's, with only `name` replaced."""
-        return self.tool.json(self.exposed)
+        return self.encoded
 
     def decoded(self) -> JsonObject:
         """Parsed on each call: for the few readers of single fields (validation, the CLI)."""
@@ -114,11 +123,23 @@ class Catalogue:
     listings: Mapping[str, Listing] = field(default_factory=dict)  # prompts, resources, templates
     order: tuple[tuple[str, str], ...] = ()  # (backend, namespace) in config order
     header_tools: frozenset[str] = frozenset()  # exposed names of tools with `x-mcp-header` arguments (few, if any)
+    gated: bool = False
+    """Whether some tool is listed to some clients only (`Tool.needs`): then views depend on the client's traits,
+    and `by_name` holds, of a dual-era backend's tool listed differently per era, the first."""
+    held: Mapping[str, ToolEntry] = field(default_factory=dict)
+    """Tools held for review (catalogue.pins), by the exposed name a call would use: not listed, not callable."""
+    held_listed: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Prompts, resources and templates held for review: kind -> exposed key -> backend."""
 
     def offers(self, backend: str, capability: str) -> bool:
         """Whether `backend` declared `capability` (prompts, resources, completions)."""
         snapshot = self.snapshots.get(backend)
         return snapshot is not None and capability in snapshot.offers
+
+    def unknown(self, backend: str) -> bool:
+        """Whether `backend` was never listed (no snapshot, or none that succeeded): what it offers is not known."""
+        snapshot = self.snapshots.get(backend)
+        return snapshot is None or (snapshot.status != "ok" and not snapshot.offers and not snapshot.tools)
 
 
 class VersionHash:
@@ -197,6 +218,7 @@ def merge(
     objects), so a refresh costs the changed backend only and diffs can compare by identity.
     """
     entries: dict[str, ToolEntry] = {}
+    ordered: list[ToolEntry] = []
     collisions: list[Collision] = []
     renamed: list[tuple[str, str, str]] = []
     hidden: list[tuple[str, str]] = []
@@ -205,16 +227,26 @@ def merge(
         renamed += named.renamed
         hidden += named.hidden
         for entry in named.entries:
-            if entry.exposed in entries:
-                collisions.append(Collision(entry.exposed, entries[entry.exposed].backend, backend))
-            else:
+            first = entries.get(entry.exposed)
+            if first is None:
                 entries[entry.exposed] = entry
+            elif not (first.backend == backend and _other_era(first.tool, entry.tool)):
+                collisions.append(Collision(entry.exposed, first.backend, backend))
+                continue
+            ordered.append(entry)
     version = _catalogue_version(order, snapshots)
     listings = {kind.name: merge_listing(kind, order, {b: s.lists.get(kind.name, ()) for b, s in snapshots.items()},
                                          separator) for kind in KINDS}
-    header_tools = frozenset(name for name, entry in entries.items() if entry.tool.header_arguments)
-    return Catalogue(version, tuple(entries.values()), entries, tuple(collisions),
-                     tuple(renamed), tuple(hidden), dict(snapshots), listings, tuple(order), header_tools)
+    header_tools = frozenset(entry.exposed for entry in ordered if entry.tool.header_arguments)
+    gated = any(entry.tool.needs for entry in ordered)
+    return Catalogue(version, tuple(ordered), entries, tuple(collisions),
+                     tuple(renamed), tuple(hidden), dict(snapshots), listings, tuple(order), header_tools, gated)
+
+
+def _other_era(one: Tool, other: Tool) -> bool:
+    """Whether two tools of one name are a dual-era backend's listings for different eras (no client sees both)."""
+    eras = one.needs & ERA_TRAITS, other.needs & ERA_TRAITS
+    return bool(eras[0]) and bool(eras[1]) and eras[0] != eras[1]
 
 
 def _named(backend: str, namespace: str, separator: str, snapshot: BackendSnapshot | None,
@@ -247,3 +279,8 @@ def _needs_tasks(tool: Tool) -> bool:
 def _catalogue_version(order: Sequence[tuple[str, str]], snapshots: Mapping[str, BackendSnapshot]) -> str:
     parts = [f"{b}:{ns}:{snapshots[b].version if b in snapshots else '-'}" for b, ns in order]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def same_snapshot(a: BackendSnapshot, b: BackendSnapshot) -> bool:
+    """Equal for the catalogue and admins (the version stands for the tools: no deep compare)."""
+    return (a.version, a.status, a.error, a.fetched_at) == (b.version, b.status, b.error, b.fetched_at)

@@ -1,4 +1,4 @@
-"""Pre-encoded list pages and the opaque cursors that name them. Pure.
+"""List pages joined from their items' JSON, and the opaque cursors that name them.
 
 A cursor names the view it was issued by (a tenant's view of one kind in one catalogue
 version) and an offset, so a cursor from another tenant, kind or version is refused.
@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
-from gateway.errors import InvalidParams
+from gateway.catalogue.page_cache import PageCache
+from gateway.protocol.errors import InvalidParams
+
+JOINED = PageCache()
+"""The pages of every view, joined when first served; a view's are dropped with the view."""
+_views = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +30,60 @@ class Cursor:
     offset: int
 
 
-def encode_pages(view_id: str, items: Sequence[bytes], result_key: str, page_size: int) -> list[orjson.Fragment]:
-    """`{"<result_key>":[…],"nextCursor":…}` pages joined from each item's JSON (no list: one empty page)."""
-    head = b'{"' + result_key.encode() + b'":['
-    pages = []
-    for start in range(0, len(items), page_size) or range(1):
-        end = start + page_size
+class Pages(Sequence[orjson.Fragment]):
+    """`{"<result_key>":[…],"nextCursor":…}` pages of one view, joined from its items' JSON when served.
+
+    The items' bytes are the catalogue's own, shared by every view that lists them, so a view holds
+    references, not a copy of the JSON: with thousands of tenants whose views differ by a tool, the
+    copies were most of the gateway's memory. The pages served most stay joined in JOINED.
+    """
+
+    __slots__ = ("__weakref__", "_count", "_head", "_items", "_page_size", "_token", "_view_id")
+
+    def __init__(self, view_id: str, items: Sequence[bytes], result_key: str, page_size: int) -> None:
+        self._items = tuple(items)
+        self._head = b'{"' + result_key.encode() + b'":['
+        self._view_id = view_id
+        self._page_size = page_size
+        self._count = max(1, -(-len(self._items) // page_size))  # no items: one empty page
+        self._token = next(_views)
+        weakref.finalize(self, _forget, self._token, self._count)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> orjson.Fragment: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[orjson.Fragment]: ...
+    def __getitem__(self, index: int | slice) -> orjson.Fragment | Sequence[orjson.Fragment]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        key = (self._token, index)
+        page = JOINED.get(key)
+        return page if page is not None else JOINED.put(key, self._join(index))
+
+    def _join(self, index: int) -> bytes:
+        start = index * self._page_size
+        end = start + self._page_size
         more = b""
-        if end < len(items):
-            more = b',"nextCursor":' + orjson.dumps(encode_cursor(Cursor(view_id, end)))
-        pages.append(orjson.Fragment(b"".join((head, b",".join(items[start:end]), b"]", more, b"}"))))
-    return pages
+        if end < len(self._items):
+            more = b',"nextCursor":' + orjson.dumps(encode_cursor(Cursor(self._view_id, end)))
+        return b"".join((self._head, b",".join(self._items[start:end]), b"]", more, b"}"))
+
+
+def _forget(token: int, count: int) -> None:
+    for index in range(count):
+        JOINED.drop((token, index))
+
+
+def encode_pages(view_id: str, items: Sequence[bytes], result_key: str, page_size: int) -> Pages:
+    """The pages of `items` (each one's JSON), `page_size` to a page; each is joined when served."""
+    return Pages(view_id, items, result_key, page_size)
 
 
 def page_at(pages: Sequence[orjson.Fragment], view_id: str, page_size: int, cursor: Any) -> orjson.Fragment:

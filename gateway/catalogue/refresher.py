@@ -6,23 +6,34 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
 
-from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed, keepable
-from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, merge
+from gateway.catalogue.building import build, log_collisions
+from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed, keepable, traced_snapshot
+from gateway.catalogue.integrity import Integrity
+from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, ToolEntry, merge, same_snapshot
+from gateway.catalogue.pinstore import pin_store_for
 from gateway.catalogue.relisting import Relisting
+from gateway.catalogue.search import SearchIndex, semantic_ranking
+from gateway.catalogue.server_watch import ServerWatch
 from gateway.catalogue.states import BackendStates
 from gateway.catalogue.store import RefreshLock, SnapshotStore, StoredSnapshot
+from gateway.catalogue.variants import traits as client_traits
 from gateway.catalogue.views import TenantView, ViewCache
 from gateway.config import Backend, Config, TenantConfig
+from gateway.metrics.integrity import integrity_metrics
+from gateway.metrics.servers import server_metrics
+from gateway.policy import Principal
 from gateway.upstream.base import Upstream
 from gateway.upstream.pool import UpstreamPool
 
 if TYPE_CHECKING:
     from gateway.metrics import Metrics
+    from gateway.tracing.spans import Tracing
 
 log = structlog.get_logger("gateway.catalogue")
 
@@ -48,16 +59,23 @@ class CatalogueService:
     """Owns the current catalogue and the tenant views built from it."""
 
     def __init__(self, *, config: Config, pool: UpstreamPool, store: SnapshotStore,
-                 clock: Callable[[], float] = time.time, metrics: Metrics | None = None) -> None:
+                 clock: Callable[[], float] = time.time, metrics: Metrics | None = None,
+                 tracing: Tracing | None = None) -> None:
+        """`tracing`: each backend's refresh is a span of its own, its list requests CLIENT spans in it."""
         self.config = config
         self.metrics = metrics
+        self.tracing = tracing
         self.pool = pool
         self.store = store
         self.clock = clock
         self.order = [(b.name, b.namespace) for b in config.backends]
         self._named: dict[str, BackendEntries] = {}  # per-backend named tools, reused while unchanged
+        self.integrity = Integrity(config=config, store=pin_store_for(store), clock=clock,
+                                   metrics=integrity_metrics(metrics) if metrics is not None else None)
         self.current = merge(self.order, {}, config.catalogue.separator, self._named)
-        self.views = ViewCache(page_size=config.catalogue.page_size,
+        self.index = SearchIndex(semantic_ranking())  # find_tools of tenants in search mode: built on the first search
+        self._searching = ThreadPoolExecutor(1, thread_name_prefix="tool-search")  # the index is used there only
+        self.views = ViewCache(page_size=config.catalogue.page_size, search=config.catalogue.search,
                                on_lookup=metrics.cache_lookup if metrics else None)
         self.ready = asyncio.Event()
         self.states = BackendStates()  # one log line per backend state change
@@ -70,6 +88,9 @@ class CatalogueService:
         self._loop_task: asyncio.Task[None] | None = None
         self._hinted: dict[str, asyncio.Task[None]] = {}  # a refresh due when a backend's lists go stale
         self.relisting = Relisting(refresh=self.refresh, config=lambda: self.config, announces=self._announces)
+        self.servers = ServerWatch(servers=lambda: self.config.servers,  # virtual servers' withdrawals
+                                   metrics=server_metrics(metrics) if metrics is not None else None)
+        self.subscribe(self.servers.changed)
         if metrics is not None:
             self.subscribe(metrics.catalogue_changed)
 
@@ -79,6 +100,7 @@ class CatalogueService:
         for backend in self.config.backends:
             self.pool.get(backend.name).on_list_changed(self._on_list_changed(backend.name))
         self.store.on_change(self.adopt)  # another replica refreshed a backend
+        self.integrity.store.on_change(self.reviewed)  # approvals changed on another replica
         self._loop_task = asyncio.create_task(self._run(), name="catalogue-refresh")
 
     async def stop(self) -> None:
@@ -88,6 +110,7 @@ class CatalogueService:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.relisting.stop()
+        self._searching.shutdown(wait=False, cancel_futures=True)
 
     async def prefetch(self, backend: Backend, upstream: Upstream) -> BackendSnapshot:
         """A snapshot of a backend that is not in the catalogue yet (a reload's new or changed one)."""
@@ -108,8 +131,9 @@ class CatalogueService:
             if key[0] in fresh or config.backend(key[0]) is None:
                 task.cancel()  # it asks an upstream that is being retired
         self.config, self.order = config, [(b.name, b.namespace) for b in config.backends]
+        self.integrity.config = config
         self.store.track([b.name for b in config.backends])
-        self.views.clear(config.catalogue.page_size)  # tenant policies may have changed, the version not
+        self.views.clear(config.catalogue.page_size, config.catalogue.search)  # policies may have changed
         kept = {b.name: self.current.snapshots[b.name] for b in config.backends
                 if b.name not in fresh and b.name in self.current.snapshots}
         for name, snapshot in fresh.items():
@@ -123,8 +147,15 @@ class CatalogueService:
     async def announce(self, old: Catalogue, new: Catalogue, fresh: Mapping[str, BackendSnapshot]) -> None:
         """After `reconfigure`: the fresh snapshots go to the store, the listeners hear of the change."""
         for name, snapshot in fresh.items():
+            await self.integrity.observe(None, snapshot)
             await self.store.save(snapshot, checked_at=self._checked_at[name], changed=True)
         await self._notify(old, new)
+        await self._install(dict(self.current.snapshots))  # the new backends' first approvals
+
+    async def reviewed(self, backend: str) -> None:
+        """A backend's approvals changed (here or on another replica): rebuild with them."""
+        await self.integrity.load(backend)
+        await self._install(dict(self.current.snapshots))
 
     def subscribe(self, listener: CatalogueListener) -> None:
         """Call `listener(old, new)` whenever the catalogue version changes."""
@@ -132,8 +163,29 @@ class CatalogueService:
 
     # ---------------------------------------------------------------- reading
 
-    def view(self, tenant: TenantConfig) -> TenantView:
-        return self.views.get(self.current, tenant)
+    def view(self, tenant: TenantConfig, principal: Principal | None = None) -> TenantView:
+        """What `principal` sees of its tenant's catalogue (its policy class's view); without one,
+        what the tenant's globs alone let through."""
+        return self.views.get(self.current, tenant, tenant.policy.access(principal) if principal is not None else None)
+
+    def client_view(self, tenant: TenantConfig, principal: Principal, flags: frozenset[str],
+                    modern: bool) -> TenantView:
+        """The view a client lists and calls tools in: `principal`'s, and where a backend lists some tools to
+        some clients only, that of a client with relayable `flags`, of the 2026 era if `modern`."""
+        current = self.current
+        traits = client_traits(flags, modern) if current.gated else None  # the usual catalogue: one view
+        return self.views.get(current, tenant, tenant.policy.access(principal), traits)
+
+    async def find(self, view: TenantView, query: str, limit: int) -> list[ToolEntry]:
+        """The tools of `view` that best match `query`, best first (catalogue.search).
+
+        The index follows the current catalogue; only what the view holds is found (an entry the view
+        lacks, however it ranks, is skipped). It runs in a thread of its own: indexing thousands of tools
+        after a change, and ranking them, never stall the event loop."""
+        def search() -> list[ToolEntry]:
+            self.index.sync(self.current)
+            return [found.entry for found in self.index.search(query, view.by_name, limit)]
+        return await asyncio.get_running_loop().run_in_executor(self._searching, search)
 
     def _announces(self, backend: str) -> bool:
         """Whether the backend tells of its list changes (one a reload just removed needs no re-list)."""
@@ -257,9 +309,10 @@ class CatalogueService:
         self._checked_at[backend] = record.checked_at
         self.last_refresh[backend] = max(self.last_refresh.get(backend, 0.0), record.checked_at)
         current = self.current.snapshots.get(backend)
-        if current is not None and _same(current, snapshot):
+        if current is not None and same_snapshot(current, snapshot):
             return
         self.states.observe(backend, snapshot.status)  # this replica's view of the backend changed
+        await self.integrity.load(backend)  # the replica that listed it may have approved some of it
         if self.metrics is not None:
             self.metrics.snapshot_adopted(snapshot)
         await self._install({**self.current.snapshots, backend: snapshot})
@@ -274,7 +327,7 @@ class CatalogueService:
         started = time.perf_counter()
         lister = BackendLister(self.pool.get(backend), config, clock=self.clock, metrics=self.metrics)
         try:
-            snapshot = await lister.snapshot(previous, kinds)
+            snapshot = await traced_snapshot(lister, previous, kinds, self.tracing)
         except RefreshFailed as exc:
             snapshot = self._failed(backend, previous, str(exc))
             log.warning("catalogue_refresh_failed", backend=backend, error=str(exc),
@@ -291,8 +344,12 @@ class CatalogueService:
         self.last_refresh[backend] = self.clock()
         self._checked_at[backend] = checked_at
         changed = previous is None or (previous.version, previous.status) != (snapshot.version, snapshot.status)
+        await self.integrity.observe(previous, snapshot)
         await self.store.save(snapshot, checked_at=checked_at, changed=changed)
-        await self._install({**self.current.snapshots, backend: snapshot})
+        if changed:
+            await self._install({**self.current.snapshots, backend: snapshot})
+        else:  # the same lists: no merge (one per backend made a full refresh O(backends x tools)), the time moves
+            self.current = replace(self.current, snapshots={**self.current.snapshots, backend: snapshot})
         self._follow_hint(backend)
 
     def _follow_hint(self, backend: str) -> None:
@@ -327,16 +384,8 @@ class CatalogueService:
     def _merge_in(self, snapshots: dict[str, BackendSnapshot]) -> tuple[Catalogue, Catalogue]:
         """Merge and install `snapshots` (no await); returns the catalogues before and after."""
         old = self.current
-        new = merge(self.order, snapshots, self.config.catalogue.separator, self._named)
-        for collision in new.collisions:
-            if collision not in old.collisions:
-                log.warning("tool_name_collision", tool=collision.exposed, winner=collision.winner,
-                            excluded=collision.loser)
-        for kind, listing in new.listings.items():
-            before = old.listings.get(kind)
-            for key, winner, loser in listing.collisions:
-                if before is None or (key, winner, loser) not in before.collisions:
-                    log.warning("listing_collision", kind=kind, key=key, winner=winner, excluded=loser)
+        new = build(self.order, snapshots, self.config.catalogue.separator, self._named, self.integrity)
+        log_collisions(old, new)
         self.current = new
         return old, new
 
@@ -349,7 +398,3 @@ class CatalogueService:
             except Exception:
                 log.exception("catalogue_listener_failed")
 
-
-def _same(a: BackendSnapshot, b: BackendSnapshot) -> bool:
-    """Equal for the catalogue and admins (the version stands for the tools: no deep compare)."""
-    return (a.version, a.status, a.error, a.fetched_at) == (b.version, b.status, b.error, b.fetched_at)

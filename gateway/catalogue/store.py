@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import orjson
@@ -244,14 +244,17 @@ def encode_snapshot(record: StoredSnapshot) -> bytes:
     lists = {kind: [orjson.Fragment(item.json(BY_NAME[kind])) for item in items] for kind, items in s.lists.items()}
     return orjson.dumps({"backend": s.backend, "tools": tools, "version": s.version, "fetched_at": s.fetched_at,
                          "status": s.status, "error": s.error, "checked_at": record.checked_at,
-                         "lists": lists, "offers": sorted(s.offers), "versions": s.versions})
+                         "lists": lists, "offers": sorted(s.offers), "versions": s.versions,
+                         "needs": {str(i): sorted(tool.needs) for i, tool in enumerate(s.tools) if tool.needs}})
 
 
 def decode_snapshot(raw: bytes | str) -> StoredSnapshot | None:
     """The stored record, or None when it is not one (written by a future or broken version)."""
     try:
         data = orjson.loads(raw)
-        tools = tuple(Tool.from_dict(tool) for tool in data["tools"])
+        needs = {int(i): frozenset(map(str, traits)) for i, traits in data.get("needs", {}).items()}
+        tools = tuple(replace(Tool.from_dict(tool), needs=needs.get(i, frozenset()))
+                      for i, tool in enumerate(data["tools"]))
         snapshot = BackendSnapshot(backend=data["backend"], tools=tools, version=data["version"],
                                    fetched_at=float(data["fetched_at"]), status=data["status"], error=data["error"],
                                    lists=_decode_lists(data.get("lists", {})),

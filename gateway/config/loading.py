@@ -18,6 +18,9 @@ from gateway.config.sections import build_config
 
 DEFAULT_CONFIG = Path(str(files("gateway") / "default_config.yaml"))
 """The demo config, shipped inside the package so an installed gateway runs without the repository."""
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML has it: the same documents and objects as the pure-Python one, and several
+times faster on a config of thousands of tenants (read again on every reload)."""
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -25,7 +28,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     env = os.environ if environ is None else environ
     file = Path(path) if path else DEFAULT_CONFIG
     try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+        raw = yaml.load(file.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read ({exc.strerror})") from exc
     except yaml.YAMLError as exc:

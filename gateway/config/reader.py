@@ -149,6 +149,13 @@ class Section:
             raise ConfigError(f"{self.where(key)}: must be a list")
         return [Section(item, f"{self.where(key)}[{i}]", model) for i, item in enumerate(value or [])]
 
+    def check(self, key: str, rule: Callable[[str], None], value: str) -> None:
+        """Run `rule` on `value` (a rule raises ValueError with its reason); its complaint gets the key path."""
+        try:
+            rule(value)
+        except ValueError as exc:
+            raise ConfigError(f"{self.where(key)}: {exc}") from None
+
     def ignore(self, *keys: str) -> None:
         """Accept `keys` without reading them."""
         self.seen.update(keys)

@@ -3,46 +3,51 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gateway.config.backend_http import HTTP_CLIENTS, check_backend_url, check_jwks_url, tls_context
+from gateway.config.audit import audit_section
+from gateway.config.audit_model import AuditConfig
+from gateway.config.auth import auth_section, scopes
+from gateway.config.backend_http import HTTP_CLIENTS, LOOPBACK_HOSTS, check_backend_url, tls_context
+from gateway.config.integrity import INTEGRITY_MODES, INVISIBLE_ACTIONS, NEW_ITEMS, BackendIntegrity, IntegrityConfig
 from gateway.config.model import (
     BACKEND_PROTOCOLS,
     AdminConfig,
-    ApiKeyConfig,
     AuthConfig,
     Backend,
+    BackendAuth,
     BackendConfig,
     CatalogueConfig,
     CircuitConfig,
     Config,
     HttpBackend,
-    JwtConfig,
     LoggingConfig,
     MetricsConfig,
     MrtrConfig,
-    ResourceMetadataConfig,
+    OAuthConfig,
+    SearchConfig,
     ServerConfig,
     StdioBackend,
     StoreConfig,
     TenantLimits,
     TlsConfig,
+    TracingConfig,
     UpstreamConfig,
 )
+from gateway.config.outbound import backend_auth, check_outbound, oauth_section
 from gateway.config.reader import ConfigError, Section, read
 from gateway.config.redis_urls import SCHEMES as STORE_SCHEMES
 from gateway.config.redis_urls import StoreUrlError, check_store_url
+from gateway.config.rules import check_rule_backends, rules_section
+from gateway.config.servers import check_servers, servers_section
 from gateway.config.tenants import limits_section, tenants_section
+from gateway.config.tracing import tracing_section
 
 P = TypeVar("P", int, int | None)
 
 BACKEND_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]{0,32}$")
 SEPARATOR = re.compile(r"[A-Za-z0-9_.-]{1,4}")
-TOKEN_SOURCES = ("header", "query", "params")
-JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384",
-                  "PS512", "ES256", "ES384", "ES512", "EdDSA")
 READY_REQUIRES = ("any_backend", "none")
 """any_backend: not ready while no backend answers its tools/list; none: backends do not count."""
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -57,22 +62,32 @@ TRANSPORT_KEYS = {"http": ("url", "headers", "max_connections", "identity_header
 
 def build_config(root: Section) -> Config:
     limits = read(root.section("limits", TenantLimits), limits_section(TenantLimits()))
+    rules = rules_section(root, gateway_wide=True)
     config = Config(
         server=read(root.section("server", ServerConfig), _server),
         store=read(root.section("store", StoreConfig), _store),
-        auth=read(root.section("auth", AuthConfig), _auth),
+        auth=read(root.section("auth", AuthConfig), auth_section),
         catalogue=read(root.section("catalogue", CatalogueConfig), _catalogue),
         backends=_backends(root),
         upstream=read(root.section("upstream", UpstreamConfig), _upstream),
-        tenants=tenants_section(root, limits),
+        tenants=tenants_section(root, limits, rules),
+        rules=rules,
         limits=limits,
         admin=read(root.section("admin", AdminConfig), _admin),
         metrics=read(root.section("metrics", MetricsConfig), _metrics),
         logging=read(root.section("logging", LoggingConfig), _logging),
         mrtr=read(root.section("mrtr", MrtrConfig), _mrtr),
+        tracing=read(root.section("tracing", TracingConfig), tracing_section),
+        oauth=read(root.section("oauth", OAuthConfig), oauth_section),
+        integrity=read(root.section("integrity", IntegrityConfig),
+                       lambda s: IntegrityConfig(lockfile=s.get("lockfile", str) or None)),
+        audit=read(root.section("audit", AuditConfig), audit_section),
+        servers=servers_section(root),
     )
     root.done()
     _check_references(config)
+    if config.audit.enabled and config.audit.redis and not (config.audit.redis_url or config.store.redis_url):
+        raise ConfigError("audit.redis: needs audit.redis_url or store.redis_url")
     return config
 
 
@@ -117,7 +132,8 @@ def _mrtr(s: Section) -> MrtrConfig:
 
 
 def _admin(s: Section) -> AdminConfig:
-    return AdminConfig(scope=s.get("scope", str), refresh_interval_seconds=s.number("refresh_interval_seconds"))
+    return AdminConfig(scope=s.get("scope", str), refresh_interval_seconds=s.number("refresh_interval_seconds"),
+                       status_page=s.get("status_page", bool))
 
 
 def _checked_port(s: Section, port: P) -> P:
@@ -137,74 +153,6 @@ def _store(s: Section) -> StoreConfig:
     return StoreConfig(redis_url=url or None, key_prefix=s.get("key_prefix", str), required=s.get("required", bool))
 
 
-def _auth(s: Section) -> AuthConfig:
-    sources = s.strings("token_sources")
-    for i, source in enumerate(sources):
-        if source not in TOKEN_SOURCES:
-            raise ConfigError(f"{s.where('token_sources')}[{i}]: must be one of {', '.join(TOKEN_SOURCES)}")
-    return AuthConfig(
-        token_sources=sources,
-        query_param=s.get("query_param", str),
-        jwt=read(s.section("jwt", JwtConfig), _jwt),
-        api_keys=tuple(read(item, _api_key) for item in s.items("api_keys", ApiKeyConfig)),
-        resource_metadata=read(s.section("resource_metadata", ResourceMetadataConfig), _resource_metadata),
-        anonymous_tenant=s.get("anonymous_tenant", str),
-        max_token_bytes=s.integer("max_token_bytes", minimum=256),
-    )
-
-
-def _jwt(s: Section) -> JwtConfig:
-    algorithms = _algorithms(s)
-    if s.data.get("secret") == "":  # e.g. "${VAR:-}"; blank overrides are refused in gateway.config.overrides
-        raise ConfigError(f"{s.where('secret')}: empty; give it a value, or null for no HS secret")
-    jwt = JwtConfig(
-        algorithms=algorithms,
-        secret=s.get("secret", str),
-        public_key_file=s.get("public_key_file", str),
-        jwks_url=s.get("jwks_url", str),
-        issuer=s.get("issuer", str),
-        audience=s.get("audience", str),
-        leeway_seconds=s.number("leeway_seconds"),
-        jwks_cache_seconds=s.number("jwks_cache_seconds", minimum=1.0),
-        tenant_claim=s.get("tenant_claim", str),
-        subject_claim=s.get("subject_claim", str),
-        scope_claim=s.get("scope_claim", str),
-        max_lifetime_seconds=s.number("max_lifetime_seconds", minimum=1.0),
-    )
-    if jwt.jwks_url is not None:
-        _checked(s, "jwks_url", check_jwks_url, jwt.jwks_url)
-    if any(not a.startswith("HS") for a in algorithms) and not (jwt.public_key_file or jwt.jwks_url):
-        raise ConfigError(f"{s.where('public_key_file')}: required (or jwks_url) for {algorithms[0]}")
-    if jwt.secret is not None and len(jwt.secret.encode()) < 32:
-        raise ConfigError(f"{s.where('secret')}: must be at least 32 bytes")
-    return jwt
-
-
-def _algorithms(s: Section) -> tuple[str, ...]:
-    algorithms = s.strings("algorithms")
-    for i, alg in enumerate(algorithms):
-        if alg not in JWT_ALGORITHMS:
-            raise ConfigError(f"{s.where('algorithms')}[{i}]: unsupported algorithm {alg!r}")
-    hmac = any(a.startswith("HS") for a in algorithms)
-    if hmac and any(not a.startswith("HS") for a in algorithms):
-        # Mixing lets a public key double as an HMAC secret (algorithm confusion).
-        raise ConfigError(f"{s.where('algorithms')}: do not mix HS* with asymmetric algorithms")
-    return algorithms
-
-
-def _api_key(s: Section) -> ApiKeyConfig:
-    digest = s.required("sha256", str).lower()
-    if not re.fullmatch(r"[0-9a-f]{64}", digest):
-        raise ConfigError(f"{s.where('sha256')}: must be 64 hex digits")
-    return ApiKeyConfig(sha256=digest, tenant=s.required("tenant", str), subject=s.required("subject", str),
-                        scopes=s.strings("scopes"))
-
-
-def _resource_metadata(s: Section) -> ResourceMetadataConfig:
-    return ResourceMetadataConfig(authorization_servers=s.strings("authorization_servers"),
-                                  scopes_supported=s.strings("scopes_supported"))
-
-
 def _catalogue(s: Section) -> CatalogueConfig:
     separator = s.get("separator", str)
     if not SEPARATOR.fullmatch(separator):
@@ -215,7 +163,15 @@ def _catalogue(s: Section) -> CatalogueConfig:
         max_stale_seconds=s.number("max_stale_seconds"),
         validate_arguments=s.get("validate_arguments", bool),
         page_size=s.integer("page_size", minimum=1),
+        search=read(s.section("search", SearchConfig), _search),
     )
+
+
+def _search(s: Section) -> SearchConfig:
+    results, most = s.integer("results", minimum=1), s.integer("max_results", minimum=1)
+    if results > most:
+        raise ConfigError(f"{s.where('results')}: must not exceed max_results ({most})")
+    return SearchConfig(results=results, max_results=most, max_bytes=s.integer("max_bytes", minimum=1024))
 
 
 def _backends(root: Section) -> tuple[Backend, ...]:
@@ -243,17 +199,24 @@ def _backend(s: Section) -> Backend:
     for other, keys in TRANSPORT_KEYS.items():
         if other != transport:
             s.ignore(*keys)
+    if transport == "stdio" and s.data.get("auth") is not None:
+        raise ConfigError(f"{s.where('auth')}: only http backends are sent credentials")
     common = {"name": name, "namespace": namespace, **_backend_limits(s)}
     return _http_backend(s, common) if transport == "http" else _stdio_backend(s, common)
 
 
 def _http_backend(s: Section, common: dict[str, Any]) -> HttpBackend:
     url = s.get("url", str)
-    _checked(s, "url", check_backend_url, url or "")
+    s.check("url", check_backend_url, url or "")
     return HttpBackend(url=url, headers=s.header_map("headers"), identity_headers=s.get("identity_headers", bool),
                        max_connections=s.integer("max_connections", minimum=1), tls=_tls(s),
                        proxy_from_env=s.get("proxy_from_env", bool),
-                       idle_seconds=s.number("idle_seconds", minimum=0.01), **common)
+                       idle_seconds=s.number("idle_seconds", minimum=0.01), auth=_auth(s), **common)
+
+
+def _auth(backend: Section) -> BackendAuth | None:
+    s = backend.section("auth", BackendAuth)
+    return read(s, backend_auth) if s.data else None
 
 
 def _tls(backend: Section) -> TlsConfig | None:
@@ -269,14 +232,6 @@ def _tls(backend: Section) -> TlsConfig | None:
     except ValueError as exc:
         raise ConfigError(f"{s.path}: {exc}") from None
     return tls
-
-
-def _checked(s: Section, key: str, check: Callable[[str], None], value: str) -> None:
-    """Run a rule of gateway.config.backend_http on `value`, its complaint prefixed with the key path."""
-    try:
-        check(value)
-    except ValueError as exc:
-        raise ConfigError(f"{s.where(key)}: {exc}") from None
 
 
 def _upstream(s: Section) -> UpstreamConfig:
@@ -307,7 +262,24 @@ def _backend_limits(s: Section) -> dict[str, Any]:
         "retries": min(s.integer("retries", minimum=0), MAX_RETRIES),
         "circuit": read(s.section("circuit", CircuitConfig), _circuit),
         "protocol": _protocol(s),
+        "required_scopes": scopes(s, "required_scopes"),
+        "integrity": read(s.section("integrity", BackendIntegrity), _integrity),
     }
+
+
+def _integrity(s: Section) -> BackendIntegrity:
+    return BackendIntegrity(mode=_choice(s, "mode", INTEGRITY_MODES), new_items=_choice(s, "new_items", NEW_ITEMS),
+                            invisible=_choice(s, "invisible", INVISIBLE_ACTIONS))
+
+
+def _choice(s: Section, key: str, allowed: tuple[str, ...]) -> str:
+    """One of `allowed`; YAML reads an unquoted `off` as false, which means "off" here."""
+    s.seen.add(key)
+    value = s.data.get(key, s.default(key))
+    value = "off" if value is False and "off" in allowed else value
+    if value not in allowed:
+        raise ConfigError(f"{s.where(key)}: must be one of {', '.join(allowed)}")
+    return str(value)
 
 
 def _protocol(s: Section) -> str:
@@ -351,9 +323,23 @@ def _check_references(config: Config) -> None:
         for backend in tenant.backend_headers:
             if backend not in names:
                 raise ConfigError(f"tenants.{tenant.name}.backend_headers.{backend}: unknown backend")
+        check_rule_backends(tenant.rules, names)
+    check_rule_backends(config.rules, names)
+    check_servers(dict(config.servers), names, set(config.tenants))
     for i, key in enumerate(config.auth.api_keys):
         if key.tenant not in config.tenants:
             raise ConfigError(f"auth.api_keys[{i}].tenant: unknown tenant {key.tenant!r}")
     anonymous = config.auth.anonymous_tenant
     if anonymous is not None and anonymous not in config.tenants:
         raise ConfigError(f"auth.anonymous_tenant: unknown tenant {anonymous!r}")
+    _check_audience(config)
+    check_outbound(config)
+
+
+def _check_audience(config: Config) -> None:
+    """An OAuth token must be for this gateway: off loopback, its URL cannot come from a Host header,
+    which anyone may set to the resource a token they hold was issued for."""
+    jwt, server = config.auth.jwt, config.server
+    if jwt.oauth and jwt.audience is None and server.public_url is None and server.host not in LOOPBACK_HOSTS:
+        raise ConfigError("auth.jwt.audience: required for OAuth tokens unless server.public_url names the "
+                          "gateway (the resource URL tokens must be issued for)")

@@ -2,29 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from gateway.config.model import RateLimitConfig, TenantConfig, TenantLimits
+from gateway.config.auth import scopes
+from gateway.config.model import DISCOVERY_MODES, RateLimitConfig, TenantConfig, TenantLimits
+from gateway.config.outbound import tenant_backend_auth
 from gateway.config.reader import ConfigError, Section, mapping, read
+from gateway.config.rules import default_effect, rules_section, tenant_policy
+from gateway.policy import Rule
 
 
-def tenants_section(root: Section, limits: TenantLimits) -> dict[str, TenantConfig]:
+def tenants_section(root: Section, limits: TenantLimits, gateway_rules: Sequence[Rule]) -> dict[str, TenantConfig]:
     root.seen.add("tenants")
     raw = mapping(root.data.get("tenants"), "tenants")
-    return {str(name): read(Section(body, f"tenants.{name}", TenantConfig), _tenant(str(name), limits))
+    return {str(name): read(Section(body, f"tenants.{name}", TenantConfig), _tenant(str(name), limits, gateway_rules))
             for name, body in raw.items()}
 
 
-def _tenant(name: str, limits: TenantLimits) -> Callable[[Section], TenantConfig]:
+def _tenant(name: str, limits: TenantLimits, gateway_rules: Sequence[Rule]) -> Callable[[Section], TenantConfig]:
     def build(s: Section) -> TenantConfig:
         globs = {f"{kind}_{rule}": value for kind in ("tools", "prompts", "resources")
                  for rule, value in _globs(s, kind).items()}
+        rules, default = rules_section(s, gateway_wide=False), default_effect(s)
         return TenantConfig(name=name, backends=s.strings("backends"), **globs,
                             rate_limit=_rate_limit(s.section("rate_limit", RateLimitConfig)),
                             backend_headers=_backend_headers(s),
-                            limits=read(s.section("limits", TenantLimits), limits_section(limits)))
+                            limits=read(s.section("limits", TenantLimits), limits_section(limits)),
+                            rules=rules, default=default, policy=tenant_policy(name, gateway_rules, rules, default),
+                            discovery=_discovery(s), always_listed=s.strings("always_listed"),
+                            required_scopes=scopes(s, "required_scopes"), backend_auth=tenant_backend_auth(s))
 
     return build
+
+
+def _discovery(s: Section) -> str:
+    mode = s.get("discovery", str)
+    if mode not in DISCOVERY_MODES:
+        raise ConfigError(f"{s.where('discovery')}: must be {' or '.join(DISCOVERY_MODES)}")
+    return str(mode)
 
 
 def limits_section(defaults: TenantLimits) -> Callable[[Section], TenantLimits]:
@@ -37,7 +52,9 @@ def limits_section(defaults: TenantLimits) -> Callable[[Section], TenantLimits]:
                 raise ConfigError(f"{s.where(key)}: must be an integer >= 1")
             return int(value)
 
-        return TenantLimits(**{key: integer(key) for key in ("sessions", "streams", "in_flight", "batch_size")})
+        counts = {key: integer(key) for key in ("sessions", "streams", "in_flight", "batch_size")}
+        buffered = s.optional_integer("buffered_bytes", minimum=1) if "buffered_bytes" in s.data else None
+        return TenantLimits(**counts, buffered_bytes=buffered if buffered is not None else defaults.buffered_bytes)
 
     return build
 

@@ -8,8 +8,8 @@ from gateway.catalogue.listings import PROMPTS, TEMPLATES
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.views import TenantView
 from gateway.dispatch.forward import Forwarder, encoded
-from gateway.errors import InvalidParams
 from gateway.protocol import spec
+from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext
 
@@ -27,9 +27,9 @@ class CompletionMethods:
         ref = params.get("ref")
         if not isinstance(ref, dict):
             raise InvalidParams("Invalid params: ref must be an object")
-        view = self.catalogue.view(ctx.tenant)
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
         backend_name, original = _owner(view, ref)
-        ctx.backend = backend_name
+        ctx.backend, ctx.target = backend_name, original
         if not view.catalogue.offers(backend_name, "completions"):
             return NO_COMPLETION
         backend = self.forwarder.backend(backend_name)

@@ -13,23 +13,36 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from gateway.audit import AUDITED_METHODS, AuditTrail, Handed, seen
 from gateway.catalogue.listings import SUBSCRIBE, TASKS_OFFER
 from gateway.catalogue.refresher import CatalogueService
 from gateway.client_logs import LevelSetter
 from gateway.config import Config
+from gateway.dispatch import servers
 from gateway.dispatch.completion import CompletionMethods
 from gateway.dispatch.forward import Forwarder, PassThrough
 from gateway.dispatch.listen import ListenStreams
 from gateway.dispatch.prompts import PromptMethods
+from gateway.dispatch.refusals import DENIED, Refusals
 from gateway.dispatch.resources import ResourceMethods
+from gateway.dispatch.scopes import ScopeRules
 from gateway.dispatch.stateless import StatelessRules
 from gateway.dispatch.subscriptions import Subscriptions
 from gateway.dispatch.tasks import TaskMethods
 from gateway.dispatch.tools import ToolMethods
-from gateway.errors import BackendError, GatewayError, InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.logs import clip
+from gateway.oauth.outbound import BackendCredentials
 from gateway.protocol import jsonrpc, spec
 from gateway.protocol.capabilities import ROOTS
+from gateway.protocol.errors import (
+    BackendError,
+    GatewayError,
+    InsufficientScope,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    ResourceNotFound,
+)
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import RequestContext
 from gateway.upstream.pool import UpstreamPool
@@ -49,21 +62,27 @@ Handler = Callable[[Message, RequestContext], Awaitable[Any]]
 class Dispatcher:
     def __init__(self, *, config: Config, catalogue: CatalogueService, pool: UpstreamPool,
                  list_changed: bool = False, metrics: Metrics | None = None,
-                 subscriptions: Subscriptions | None = None, listeners: ListenStreams | None = None) -> None:
-        """`subscriptions` and `listeners` outlive a reload: the process's, handed to each new dispatcher."""
+                 subscriptions: Subscriptions | None = None, listeners: ListenStreams | None = None,
+                 credentials: BackendCredentials | None = None, audit: AuditTrail | None = None) -> None:
+        """`subscriptions` and `listeners` outlive a reload: the process's, handed to each new dispatcher.
+        `credentials`: the OAuth tokens of backends with an `auth` (None when no backend has one).
+        `audit`: the process's audit trail (None: auditing off), kept by every reload too."""
         self.config = config
+        self.audit = audit
         self.metrics = metrics
         self.catalogue = catalogue
         self.pool = pool
         self.list_changed = list_changed
+        self.scopes = ScopeRules(config, catalogue)  # what a token must hold for each request
         relisted = catalogue.relisting.served if list_changed else None  # a change may need telling
-        forwarder = Forwarder(config=config, pool=pool, metrics=metrics, on_served=relisted)
+        forwarder = Forwarder(config=config, pool=pool, metrics=metrics, on_served=relisted, credentials=credentials)
         self.stateless = StatelessRules(server_info=SERVER_INFO, backend_hints=self._list_ttl_hints)
+        refusals = Refusals(catalogue=catalogue, metrics=metrics)
         tools = ToolMethods(catalogue=catalogue, forwarder=forwarder,
                             validate_arguments=config.catalogue.validate_arguments,
-                            server_info=self.stateless.server_info)
-        prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder)
-        resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder)
+                            server_info=self.stateless.server_info, refusals=refusals)
+        prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder, refusals=refusals)
+        resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder, refusals=refusals)
         # Change notifications need a way to clients outside their requests: GET streams, stdout, listen.
         if subscriptions is None:
             subscriptions = Subscriptions(catalogue=catalogue, forwarder=forwarder, tenants=config.tenants)
@@ -93,6 +112,10 @@ class Dispatcher:
         relay_task = TaskMethods(forwarder=forwarder).relay  # the tasks extension: 2026 only
         table.update((method, relay_task) for method in spec.TASK_METHODS)
         self._stateless_methods = self.stateless.methods(table, self._discover, self._catalogue_version)
+        # a virtual server's requests (ctx.server): its few methods only (dispatch.servers)
+        self._server_methods = {m: h for m, h in self._methods.items() if m in servers.SERVER_METHODS}
+        self._server_stateless_methods = self.stateless.methods(
+            {m: h for m, h in table.items() if m in servers.SERVER_METHODS}, self._discover, self._catalogue_version)
 
     async def handle(self, message: Message, ctx: RequestContext) -> JsonObject | None:
         """The reply to a request, or None for a notification or a response."""
@@ -102,25 +125,43 @@ class Dispatcher:
         started = time.perf_counter()
         envelope = ctx.envelope  # None: a session's request; else a 2026-07-28 one
         try:
-            handler = (self._methods if envelope is None else self._stateless_methods).get(message.method)
+            if self.scopes.enabled:  # HTTP asked before (a 403 the client steps up from); batches and stdio here
+                self.scopes.check(ctx.principal, ctx.tenant, message.method, message.params, ctx.server)
+            if ctx.server is None:
+                handler = (self._methods if envelope is None else self._stateless_methods).get(message.method)
+            else:
+                ctx.extra["server"] = ctx.server.name  # the request's log line names the virtual server
+                handler = (self._server_methods if envelope is None else self._server_stateless_methods).get(
+                    message.method)
             if handler is None:
                 raise MethodNotFound(f"Method not found: {message.method[:200]}")
-            return jsonrpc.result_response(message.id, await handler(message, ctx))  # 2026's complete their results
+            reply = jsonrpc.result_response(message.id, await handler(message, ctx))  # 2026's complete their results
         except PassThrough as passed:
             error = passed.error if envelope is None else self.stateless.passed_error(passed.error)
-            return {"jsonrpc": "2.0", "id": message.id, "error": error}
+            reply = {"jsonrpc": "2.0", "id": message.id, "error": error}
         except GatewayError as exc:
-            ctx.outcome = _outcome(exc)
+            if ctx.outcome != DENIED:  # a caller's rules hid the item: the log says so (the reply does not)
+                ctx.outcome = _outcome(exc)
             if envelope is not None and isinstance(exc, ResourceNotFound):  # 2026 has no -32002
                 exc = InvalidParams(exc.message, data=exc.data)
-            return jsonrpc.error_response(message.id, exc)
+            if ctx.span is not None:
+                ctx.span.failed(exc.code, exc.message)
+            reply = jsonrpc.error_response(message.id, exc)
         except Exception:
             log.exception("dispatch_failed", method=clip(message.method), request_id=ctx.request_id)
             ctx.outcome = "error"
-            return jsonrpc.error_response(message.id, InternalError("Internal error"))
+            if ctx.span is not None:
+                ctx.span.failed(spec.INTERNAL_ERROR, "Internal error")
+            reply = jsonrpc.error_response(message.id, InternalError("Internal error"))
         finally:
             if self.metrics is not None:
                 self.metrics.dispatched(message.method, ctx, time.perf_counter() - started)
+        if self.audit is not None and message.method in AUDITED_METHODS:  # auditing off: this one check
+            waiting = self.audit.hand(Handed(time.time(), time.perf_counter() - started, message.method,
+                                             message.raw, seen(ctx), reply))
+            if waiting is not None:  # audit.policy block, and the trail's queue is full
+                await waiting
+        return reply
 
     def _catalogue_version(self) -> str:
         return self.catalogue.current.version
@@ -137,23 +178,31 @@ class Dispatcher:
             "protocolVersion": spec.negotiate_version(requested),
             "capabilities": self.capabilities(ctx),
             "serverInfo": SERVER_INFO,
-            "instructions": INSTRUCTIONS,
+            "instructions": INSTRUCTIONS if ctx.server is None else servers.instructions(ctx.server, INSTRUCTIONS),
         }
 
     async def _discover(self, message: Message, ctx: RequestContext) -> JsonObject:
         capabilities = self.capabilities(ctx)
-        if self.catalogue.view(ctx.tenant).extends(TASKS_OFFER):  # relayed from its 2026 backends (dispatch.tasks)
+        if ctx.server is not None:
+            return self.stateless.discover(capabilities, servers.instructions(ctx.server, INSTRUCTIONS),
+                                           listen=self.list_changed)
+        # the tasks extension, relayed from the caller's 2026 backends (dispatch.tasks)
+        if self.catalogue.view(ctx.tenant, ctx.principal).extends(TASKS_OFFER):
             capabilities["extensions"] = {spec.TASKS_EXTENSION: {}}
         return self.stateless.discover(capabilities, INSTRUCTIONS, listen=self.list_changed)
 
     def capabilities(self, ctx: RequestContext) -> JsonObject:
-        """What this tenant is served: prompts, resources and completions only when one of its backends has them.
+        """What this tenant is served: each capability only when one of its backends serves it (tools also
+        while a backend is not listed yet: TenantView.offers); `listChanged` wherever the gateway tells of
+        changes (it re-lists its backends and notifies whatever changed, announced or not).
 
         initialize states it; server/discover derives its 2026 form from it.
         """
-        view = self.catalogue.view(ctx.tenant)
+        if ctx.server is not None:
+            return servers.capabilities(ctx.server, self.list_changed)
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
         changed = {"listChanged": self.list_changed}
-        capabilities: JsonObject = {"tools": changed}
+        capabilities: JsonObject = {"tools": changed} if view.offers("tools") else {}
         for capability in ("prompts", "resources"):
             if view.offers(capability):
                 capabilities[capability] = changed
@@ -161,7 +210,8 @@ class Dispatcher:
             capabilities["resources"] = {"subscribe": True, **changed}
         if view.offers("completions"):
             capabilities["completions"] = {}
-        capabilities["logging"] = {}  # always served: the gateway keeps each client's level and filters by it
+        if view.offers("logging"):  # the gateway keeps each client's level, and filters the backends' messages
+            capabilities["logging"] = {}
         return capabilities
 
     async def roots_changed(self, ctx: RequestContext) -> None:
@@ -188,5 +238,7 @@ class Dispatcher:
 def _outcome(exc: GatewayError) -> str:
     if isinstance(exc, BackendError):
         return exc.reason
+    if isinstance(exc, InsufficientScope):
+        return "insufficient_scope"
     return {spec.METHOD_NOT_FOUND: "method_not_found", spec.INVALID_PARAMS: "invalid_params",
             spec.RESOURCE_NOT_FOUND: "not_found"}.get(exc.code, "error")

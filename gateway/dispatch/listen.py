@@ -21,17 +21,16 @@ from typing import Any
 
 import structlog
 
+from gateway.catalogue.audience import Sees
 from gateway.dispatch.forward import PassThrough
 from gateway.dispatch.subscriptions import MAX_HELD, Subscriptions
-from gateway.errors import GatewayError, InternalError, InvalidParams, LimitReached
 from gateway.protocol import spec
+from gateway.protocol.errors import GatewayError, InternalError, InvalidParams, LimitReached
 from gateway.protocol.jsonrpc import JsonObject, Message
-from gateway.tenancy import Channel, ChannelClosed, RequestContext
+from gateway.tenancy import Channel, ChannelClosed, Principal, RequestContext
 
 log = structlog.get_logger("gateway.subscriptions")
 
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 KEEPALIVE_SECONDS = 15.0
 """An SSE comment this often keeps an idle listen stream alive through proxies."""
 MAX_BACKLOG = 1024
@@ -39,16 +38,12 @@ MAX_BACKLOG = 1024
 MAX_URIS = MAX_HELD
 """Resource URIs one listen request may name."""
 
-KINDS = {"toolsListChanged": ("tools", spec.TOOLS_LIST_CHANGED),
-         "promptsListChanged": ("prompts", spec.PROMPTS_LIST_CHANGED),
-         "resourcesListChanged": ("resources", spec.RESOURCES_LIST_CHANGED)}
-"""Filter flag -> (the capability a tenant must be served, the notification it asks for)."""
-
 
 @dataclass(slots=True)
 class _Stream:
     tenant: str
     meta: JsonObject  # {subscriptionId: the listen request's id}
+    principal: Principal | None = None  # whose policy decides which list changes concern it
     methods: frozenset[str] = frozenset()
     queue: asyncio.Queue[JsonObject | None] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
@@ -86,14 +81,14 @@ class ListenStreams:
         wanted = (message.params or {}).get("notifications")
         if not isinstance(wanted, dict):
             raise InvalidParams("Invalid params: notifications must be an object")
-        if sum(s.tenant == ctx.tenant.name for s in self._streams.values()) >= ctx.tenant.limits.streams:
+        if self.count_of(ctx.tenant.name) >= ctx.tenant.limits.streams:
             raise LimitReached("streams", ctx.tenant.limits.streams)
         key = f"listen-{next(self._ids)}"
-        stream = self._streams[key] = _Stream(ctx.tenant.name, {SUBSCRIPTION_ID_KEY: message.id})
-        self.subscriptions.attach(key, partial(_updated, stream), ctx.tenant.name)
+        stream = self._streams[key] = _Stream(ctx.tenant.name, {spec.SUBSCRIPTION_ID_KEY: message.id}, ctx.principal)
+        self.subscriptions.attach(key, partial(_updated, stream), ctx.tenant.name, ctx.principal)
         try:
             honored = self._kinds(wanted, ctx)
-            stream.methods = frozenset(KINDS[flag][1] for flag in honored)
+            stream.methods = frozenset(spec.LISTEN_FLAGS[flag][1] for flag in honored)
             self.on_listening()
             uris = await self._subscribe(key, wanted.get("resourceSubscriptions"), ctx)
             if uris:
@@ -105,12 +100,17 @@ class ListenStreams:
             self.subscriptions.release(key)
         return {"_meta": stream.meta}
 
-    def publish(self, tenants: set[str], message: JsonObject) -> None:
-        """A list change for these tenants' clients: to their streams that asked for that kind."""
+    def publish(self, tenants: set[str], message: JsonObject, sees: Sees | None = None) -> None:
+        """A list change for these tenants' clients (those `sees` admits): to their streams that asked for that kind."""
         method = message.get("method")
         for stream in self._streams.values():
-            if stream.tenant in tenants and method in stream.methods:
+            if stream.tenant in tenants and method in stream.methods and (
+                    sees is None or sees(stream.tenant, stream.principal)):
                 stream.put(method, {})
+
+    def count_of(self, tenant: str) -> int:
+        """The listen streams `tenant` holds open here (its `limits.streams` applies to these)."""
+        return sum(stream.tenant == tenant for stream in self._streams.values())
 
     def listening(self) -> list[str]:
         """The tenants with a listen stream here that asked for list changes."""
@@ -122,8 +122,8 @@ class ListenStreams:
             stream.queue.put_nowait(None)
 
     def _kinds(self, wanted: JsonObject, ctx: RequestContext) -> JsonObject:
-        view = self.catalogue.view(ctx.tenant)
-        return {flag: True for flag, (capability, _) in KINDS.items()
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        return {flag: True for flag, (capability, _) in spec.LISTEN_FLAGS.items()
                 if wanted.get(flag) is True and (capability == "tools" or view.offers(capability))}
 
     async def _subscribe(self, key: str, uris: Any, ctx: RequestContext) -> list[str]:
@@ -146,7 +146,8 @@ class ListenStreams:
     async def _serve(self, stream: _Stream, honored: JsonObject, ctx: RequestContext) -> None:
         channel = ctx.channel
         assert channel is not None
-        ack = {"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": {"notifications": honored, "_meta": stream.meta}}
+        ack = {"jsonrpc": "2.0", "method": spec.SUBSCRIPTIONS_ACKNOWLEDGED,
+               "params": {"notifications": honored, "_meta": stream.meta}}
         try:
             await channel.notify(ack)
             while (notification := await self._next(stream, channel)) is not None:
@@ -159,7 +160,8 @@ class ListenStreams:
     async def _next(self, stream: _Stream, channel: Channel) -> JsonObject | None:
         while True:
             try:
-                return await asyncio.wait_for(stream.queue.get(), self.keepalive)
+                async with asyncio.timeout(self.keepalive):
+                    return await stream.queue.get()
             except TimeoutError:
                 await channel.keepalive()
 

@@ -8,26 +8,45 @@ import orjson
 
 from gateway.catalogue.listings import PROMPTS
 from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.servers import served
 from gateway.catalogue.uris import rewrite_messages
 from gateway.dispatch.forward import Forwarder, encoded
+from gateway.dispatch.refusals import Refusals
 from gateway.protocol import spec
+from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import Message
 from gateway.tenancy import RequestContext
 
 
 class PromptMethods:
-    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, refusals: Refusals | None = None) -> None:
         self.catalogue = catalogue
         self.forwarder = forwarder
+        self.refusals = refusals or Refusals(catalogue=catalogue)
 
     async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
-        return self.catalogue.view(ctx.tenant).listing(PROMPTS).page(cursor)
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        if ctx.server is not None:
+            return served(view, ctx.server).prompt_page(cursor)
+        return view.listing(PROMPTS).page(cursor)
 
     async def get(self, message: Message, ctx: RequestContext) -> Any:
         params = message.params or {}
-        entry = self.catalogue.view(ctx.tenant).listing(PROMPTS).lookup(params.get("name"))
-        ctx.backend = entry.backend
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        try:
+            entry = view.listing(PROMPTS).lookup(params.get("name")) if ctx.server is None \
+                else served(view, ctx.server).prompt(params.get("name"))[1]  # a virtual server's: its source
+        except InvalidParams:
+            self.refusals.hidden_item(ctx, PROMPTS, params.get("name"))
+            raise
+        ctx.backend, ctx.target = entry.backend, entry.original
+        arguments = params.get("arguments")
+        refusal = view.refusal(PROMPTS, entry.exposed, entry.backend, ctx.principal, spec.PROMPTS_GET,
+                               arguments if isinstance(arguments, dict) else {})
+        if refusal is not None:
+            self.refusals.refused(ctx, refusal)
+            raise InvalidParams(refusal.message)
         backend = self.forwarder.backend(entry.backend)
         # arguments and _meta pass through as the client sent them; only the name is the backend's
         result = await self.forwarder.forward(backend, spec.PROMPTS_GET, {**params, "name": entry.original}, ctx)

@@ -10,34 +10,42 @@ from gateway.catalogue.listings import RESOURCES, TEMPLATES
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.uris import rewrite_contents
 from gateway.dispatch.forward import Forwarder, PassThrough, encoded
-from gateway.errors import InvalidParams, ResourceNotFound
+from gateway.dispatch.refusals import Refusals
 from gateway.protocol import spec
+from gateway.protocol.errors import InvalidParams, ResourceNotFound
 from gateway.protocol.jsonrpc import Message
 from gateway.tenancy import RequestContext
 
 
 class ResourceMethods:
-    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, refusals: Refusals | None = None) -> None:
         self.catalogue = catalogue
         self.forwarder = forwarder
+        self.refusals = refusals or Refusals(catalogue=catalogue)
 
     async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
-        return self.catalogue.view(ctx.tenant).listing(RESOURCES).page(cursor)
+        return self.catalogue.view(ctx.tenant, ctx.principal).listing(RESOURCES).page(cursor)
 
     async def templates(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
-        return self.catalogue.view(ctx.tenant).listing(TEMPLATES).page(cursor)
+        return self.catalogue.view(ctx.tenant, ctx.principal).listing(TEMPLATES).page(cursor)
 
     async def read(self, message: Message, ctx: RequestContext) -> Any:
         params = message.params or {}
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("Invalid params: uri must be a string")
-        route = self.catalogue.view(ctx.tenant).resolve_uri(uri)
-        if route is None:  # unknown, or not this tenant's: the same answer
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        route = view.resolve_uri(uri)
+        if route is None:  # unknown, or not this caller's: the same answer
+            self.refusals.hidden_item(ctx, RESOURCES, uri)
             raise ResourceNotFound(uri[:1000])
-        ctx.backend = route.backend
+        ctx.backend, ctx.target = route.backend, route.original
+        refusal = view.refusal(RESOURCES, uri, route.backend, ctx.principal, spec.RESOURCES_READ, {})
+        if refusal is not None:
+            self.refusals.refused(ctx, refusal)
+            raise InvalidParams(refusal.message)
         backend = self.forwarder.backend(route.backend)
         try:
             result = await self.forwarder.forward(backend, spec.RESOURCES_READ, {**params, "uri": route.original}, ctx)

@@ -18,9 +18,10 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import MissingClientCapability
+from gateway.catalogue.page_cache import PageCache
 from gateway.protocol import eras, spec
 from gateway.protocol.eras import Envelope, JsonObject
+from gateway.protocol.errors import MissingClientCapability
 from gateway.protocol.jsonrpc import Message
 from gateway.tenancy import RequestContext
 
@@ -62,7 +63,7 @@ class StatelessRules:
         self.backend_hints = backend_hints  # the backends' own list ttlMs (2026 backends; None: no hint)
         self.ttl_ms = CACHE_TTL_MS
         self._tail = eras.page_tail(server_info, CACHE_TTL_MS, CACHE_SCOPE)
-        self._pages: dict[orjson.Fragment, orjson.Fragment] = {}
+        self._pages = PageCache()  # each served page's 2026 form, by the page it completes
         self._version = ""
 
     def methods(self, handshake: Mapping[str, Handler], discover: Handler,
@@ -135,11 +136,10 @@ class StatelessRules:
         ttl_ms = min((hint for hint in self.backend_hints() if hint is not None), default=CACHE_TTL_MS)
         ttl_ms = max(0, min(ttl_ms, CACHE_TTL_MS))
         if catalogue_version != self._version or ttl_ms != self.ttl_ms:
-            self._pages, self._version, self.ttl_ms = {}, catalogue_version, ttl_ms
+            self._version, self.ttl_ms = catalogue_version, ttl_ms
+            self._pages.clear()
             self._tail = eras.page_tail(self._server_info, ttl_ms, CACHE_SCOPE)
 
     def _page(self, page: orjson.Fragment) -> orjson.Fragment:
         done = self._pages.get(page)
-        if done is None:
-            done = self._pages[page] = orjson.Fragment(orjson.dumps(page)[:-1] + self._tail)
-        return done
+        return done if done is not None else self._pages.put(page, orjson.dumps(page)[:-1] + self._tail)

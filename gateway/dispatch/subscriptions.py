@@ -6,7 +6,7 @@ original URI serves every client that wants it (reference counting): the first c
 subscribe goes to the backend, the last one's leaving unsubscribes there. An HTTP backend's
 sessions are per tenant, so tenants never share one; a stdio child is one session for all. A 2026
 HTTP backend has no sessions: its upstream turns the (un)subscribes into the URI set of one listen
-stream and hands each update back once per tenant holding the URI (upstream/http_watch.py); a 2026
+stream and hands each update back once per tenant holding the URI (upstream/watch.py); a 2026
 stdio child's upstream does the same on listen requests over its pipes, the update told with no
 tenant as a handshake child's is. So the keys and the fan-out here are the same in both eras.
 
@@ -37,8 +37,8 @@ from gateway.catalogue.listings import SUBSCRIBE
 from gateway.catalogue.refresher import CatalogueService
 from gateway.config import HttpBackend, TenantConfig
 from gateway.dispatch.forward import Forwarder
-from gateway.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.protocol import spec
+from gateway.protocol.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.tenancy import Principal, RequestContext, upstream_headers
 from gateway.upstream.base import UpstreamError
@@ -60,6 +60,7 @@ Key = tuple[str, str | None, str]
 class _Client:
     sink: Sink
     tenant: str
+    principal: Principal | None = None  # whose policy decides what it may still hear
     held: dict[Key, str] = field(default_factory=dict)  # what it subscribed to -> the gateway URI it used
 
 
@@ -114,7 +115,7 @@ class Subscriptions:
         if client not in self._clients:
             if self.session_sink is None:
                 raise MethodNotFound(f"Method not found: {spec.RESOURCES_SUBSCRIBE}")
-            self.attach(client, self.session_sink(client), ctx.tenant.name)
+            self.attach(client, self.session_sink(client), ctx.tenant.name, ctx.principal)
         if len(self._clients[client].held) >= MAX_HELD:
             raise InternalError(f"Too many subscriptions: at most {MAX_HELD} per session",
                                 data={"reason": "limit", "limit": "subscriptions"})
@@ -131,17 +132,17 @@ class Subscriptions:
         uri = (params or {}).get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("Invalid params: uri must be a string")
-        route = self.catalogue.view(ctx.tenant).resolve_uri(uri)
+        route = self.catalogue.view(ctx.tenant, ctx.principal).resolve_uri(uri)
         if route is None or not self.catalogue.current.offers(route.backend, SUBSCRIBE):
             raise ResourceNotFound(uri[:1000])
-        ctx.backend = route.backend
+        ctx.backend, ctx.target = route.backend, route.original
         shared = not isinstance(self.forwarder.backend(route.backend), HttpBackend)
         return uri, (route.backend, None if shared else ctx.principal.tenant, route.original)
 
     # ---------------------------------------------------------------- clients
 
-    def attach(self, client: str, sink: Sink, tenant: str) -> None:
-        self._clients[client] = _Client(sink, tenant)
+    def attach(self, client: str, sink: Sink, tenant: str, principal: Principal | None = None) -> None:
+        self._clients[client] = _Client(sink, tenant, principal)
 
     async def hold(self, client: str, key: Key, uri: str, ctx: RequestContext) -> None:
         """Subscribe `client` to `key` (upstream too when it is the first); a backend's refusal is raised."""
@@ -218,13 +219,13 @@ class Subscriptions:
         for client in self._subscribers.get(key, ()):
             holder = self._clients.get(client)
             uri = holder.held.get(key) if holder is not None else None
-            if holder is not None and uri is not None and self._visible(holder.tenant, uri, key):
+            if holder is not None and uri is not None and self._visible(holder, uri, key):
                 holder.sink({"jsonrpc": "2.0", "method": spec.RESOURCES_UPDATED, "params": {**params, "uri": uri}})
 
-    def _visible(self, tenant: str, uri: str, key: Key) -> bool:
-        """Whether the tenant may still see `uri` there: a reload may have changed its policy since."""
-        config = self._tenants.get(tenant)
-        route = self.catalogue.view(config).resolve_uri(uri) if config is not None else None
+    def _visible(self, holder: _Client, uri: str, key: Key) -> bool:
+        """Whether the client may still see `uri` there: a reload may have changed its policy since."""
+        config = self._tenants.get(holder.tenant)
+        route = self.catalogue.view(config, holder.principal).resolve_uri(uri) if config is not None else None
         return route is not None and (route.backend, route.original) == (key[0], key[2])
 
     async def _subscribe_upstream(self, key: Key, ctx: RequestContext) -> None:

@@ -20,7 +20,7 @@ import structlog
 
 from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
 from gateway.dispatch.forward import Forwarder, sealed_for
-from gateway.errors import MethodNotFound
+from gateway.protocol.errors import MethodNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.request_state import UnknownTask
 from gateway.tenancy import RequestContext

@@ -1,7 +1,7 @@
 """Prometheus metrics: definitions and hooks (`registry`), hot-path batching (`batch`), `/metrics` (`endpoint`)."""
 
 from gateway.metrics.batch import EXEMPLAR_INTERVAL, FLUSH_SECONDS, LATENCY_BUCKETS, exemplar
-from gateway.metrics.endpoint import render, setup_metrics
+from gateway.metrics.endpoint import collected, render, setup_metrics
 from gateway.metrics.registry import (
     MAX_AUTH_REASONS,
     MULTIPROC_ENV,
@@ -13,5 +13,5 @@ from gateway.metrics.registry import (
 
 __all__ = [
     "EXEMPLAR_INTERVAL", "FLUSH_SECONDS", "LATENCY_BUCKETS", "MAX_AUTH_REASONS", "MULTIPROC_ENV", "OTHER",
-    "SERVER_ERROR_OUTCOMES", "Metrics", "exemplar", "multiprocess_dir_from_env", "render", "setup_metrics",
+    "SERVER_ERROR_OUTCOMES", "Metrics", "collected", "exemplar", "multiprocess_dir_from_env", "render", "setup_metrics",
 ]

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from gateway.errors import Unauthorized
 from gateway.metrics.batch import FLUSH_SECONDS
 from gateway.metrics.registry import Metrics
+from gateway.protocol.errors import Unauthorized
 
 log = structlog.get_logger("gateway.metrics")
 
@@ -31,6 +32,12 @@ def render(metrics: Metrics, accept: str | None) -> tuple[bytes, str]:
     encoder, content_type = choose_encoder(accept or "")
     metrics.flush()  # the multiprocess registry below has no flush-first collector of this worker
     return encoder(_exposed(metrics)), content_type
+
+
+def collected(metrics: Metrics) -> Iterable[Metric]:
+    """Every family as a scrape would render it now (the status page's traffic window reads these)."""
+    metrics.flush()
+    return _exposed(metrics).collect()
 
 
 def _exposed(metrics: Metrics) -> CollectorRegistry:

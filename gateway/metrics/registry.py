@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry, Gauge, values
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from gateway.config import Config
-from gateway.errors import FailureReason
+from gateway.metrics.age import CatalogueAge
 from gateway.metrics.batch import Batch, Deferred, Family, Totals
 from gateway.protocol import spec
 from gateway.protocol.capabilities import RELAYED_METHODS
+from gateway.protocol.errors import FailureReason
 
 log = structlog.get_logger("gateway.metrics")
 
@@ -53,8 +53,8 @@ CLIENT_REQUEST_OUTCOMES = frozenset({"ok", "error", "undeclared", "timeout", "un
 """How a relayed request ended: the client's result or error; refused as undeclared; no answer in time;
 the client could not be reached."""
 
-SERVER_ERROR_OUTCOMES = frozenset({"error", *FailureReason})
-"""Outcomes that are the gateway's or a backend's failure (not the client's, not the tool's)."""
+SERVER_ERROR_OUTCOMES = frozenset({"error", *FailureReason}) - {FailureReason.UNAUTHORIZED}
+"""The gateway's or a backend's failures, not the client's or tool's (`unauthorized`: mostly a user yet to connect)."""
 
 REQUESTS = Family("mcpgw_requests_total", "MCP requests by JSON-RPC method, tenant and outcome.",
                   ("method", "tenant", "outcome"))
@@ -82,9 +82,19 @@ BACKEND_RESTARTS = Family("mcpgw_backend_restarts_total", "Times a stdio backend
 CONFIG_RELOADS = Family("mcpgw_config_reloads_total", "Config reloads (SIGHUP, POST /admin/reload) by outcome.",
                         ("outcome",))
 RELOAD_OUTCOMES = ("applied", "rejected")
+POLICY_DENIED = Family("mcpgw_policy_denied_total", "Calls refused by policy rules, by why: a deny rule, the "
+                       "tenant's default, a condition, an argument limit.", ("tenant", "reason"))
+DENIAL_REASONS = frozenset({"rule", "default", "condition", "arguments"})
+TRACE_SPANS = Family("mcpgw_trace_spans_total", "Spans the trace collector took (tracing on).", ())
+TRACE_SPANS_DROPPED = Family("mcpgw_trace_spans_dropped_total", "Spans lost (tracing on): queue_full, the export "
+                             "queue had no room; export_failed, the collector did not take them.", ("reason",))
+SPAN_DROP_REASONS = ("queue_full", "export_failed")
+AUDIT_DROPPED = Family("mcpgw_audit_dropped_total", "Audit records lost (audit.policy drop): the sink's queue had "
+                       "no room.", ("sink",))
+AUDIT_SINKS = ("file", "redis", "stdout")
 HOT_FAMILIES = (REQUESTS, REQUEST_DURATION, TOOL_CALLS, TOOL_CALL_DURATION, UPSTREAM_DURATION, CATALOGUE_REFRESH,
                 CATALOGUE_CACHE, RATE_LIMITED, AUTH_FAILURES, CLIENT_REQUESTS, INFLIGHT, BACKEND_RESTARTS,
-                CONFIG_RELOADS)
+                CONFIG_RELOADS, POLICY_DENIED, TRACE_SPANS, TRACE_SPANS_DROPPED, AUDIT_DROPPED)
 """The metrics updated per request (or often), batched; the state gauges are on `Metrics`."""
 
 
@@ -135,30 +145,6 @@ class CatalogueReport(Protocol):
     def entries(self) -> Sequence[_ToolReport]: ...
 
 
-class _CatalogueAge:
-    """`mcpgw_catalogue_age_seconds`, computed at scrape time from each snapshot's fetched_at."""
-
-    def __init__(self, fetched_at: Mapping[str, float], clock: Callable[[], float]) -> None:
-        self.fetched_at = fetched_at
-        self.clock = clock
-
-    def describe(self) -> Iterable[Metric]:
-        return [self._family()]
-
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        now = self.clock()
-        for backend, fetched in self.fetched_at.items():
-            family.add_metric([backend], max(0.0, now - fetched))
-        yield family
-
-    @staticmethod
-    def _family() -> GaugeMetricFamily:
-        return GaugeMetricFamily("mcpgw_catalogue_age_seconds",
-                                 "Seconds since the backend's tools were last fetched successfully.",
-                                 labels=["backend"])
-
-
 class Metrics:
     """The gateway's metrics on one registry, and the hooks that update them."""
 
@@ -170,7 +156,7 @@ class Metrics:
         self._tools: Mapping[str, Any] = {}
         self._fetched_at: dict[str, float] = {}
         self.clock = clock
-        self.age = _CatalogueAge(self._fetched_at, clock)
+        self.age = CatalogueAge(self._fetched_at, clock)
         self._methods = frozenset({*spec.KNOWN_METHODS, BATCH})
         self._auth_reasons: set[str] = set()
         self._batch = self._new_batch(registry)
@@ -236,6 +222,11 @@ class Metrics:
             counts[(CLIENT_REQUESTS, kind, "ok")] += 0
         for outcome in RELOAD_OUTCOMES:
             counts[(CONFIG_RELOADS, outcome)] += 0
+        counts[(TRACE_SPANS,)] += 0
+        for reason in SPAN_DROP_REASONS:
+            counts[(TRACE_SPANS_DROPPED, reason)] += 0
+        for sink in AUDIT_SINKS:
+            counts[(AUDIT_DROPPED, sink)] += 0
         for backend in self.backends:
             self._start_backend(backend)
         self.ready.set(0)
@@ -299,6 +290,11 @@ class Metrics:
             self._auth_reasons.add(reason)
         self._batch.counts[(AUTH_FAILURES, reason)] += 1
 
+    def policy_denied(self, tenant: str | None, reason: str) -> None:
+        """A call refused by policy; `reason` is one of DENIAL_REASONS (no subject, no tool: bounded labels)."""
+        label = reason if reason in DENIAL_REASONS else OTHER
+        self._batch.counts[(POLICY_DENIED, self.tenant_label(tenant), label)] += 1
+
     def rate_limit_hit(self, tenant: str | None) -> None:
         self._batch.counts[(RATE_LIMITED, self.tenant_label(tenant))] += 1
 
@@ -312,12 +308,30 @@ class Metrics:
         if applied:
             self.last_reload.set(self.clock())
 
+    def spans_exported(self, count: int) -> None:
+        """The collector took `count` spans (the tracer hands this over to the loop's thread)."""
+        self._batch.counts[(TRACE_SPANS,)] += count
+
+    def spans_dropped(self, reason: str, count: int) -> None:
+        """`count` spans were lost, for one of SPAN_DROP_REASONS (on the loop's thread)."""
+        self._batch.counts[(TRACE_SPANS_DROPPED, reason if reason in SPAN_DROP_REASONS else OTHER)] += count
+
+    def audit_dropped(self, sink: str, count: int = 1) -> None:
+        """`count` audit records did not reach `sink` (one of AUDIT_SINKS): its queue was full."""
+        self._batch.counts[(AUDIT_DROPPED, sink if sink in AUDIT_SINKS else OTHER)] += count
+
     def inflight_add(self, amount: int) -> None:
         self._batch.counts[(INFLIGHT,)] += amount
 
     def flush(self) -> None:
         """Hand pending hot-path updates to prometheus-client (multiprocess mode; a no-op otherwise)."""
         self._batch.flush()
+
+    @property
+    def running_totals(self) -> Totals | None:
+        """The hot-path totals themselves (the status page's traffic window reads them); None in
+        multiprocess mode, where only a collection of the workers' files adds them up."""
+        return self._batch if isinstance(self._batch, Totals) else None
 
     # ---------------------------------------------------------------- state, pushed by its owners
 

@@ -26,6 +26,13 @@ TASKS: Final = "extensions.tasks"
 """A 2026 request declared the tasks extension: never a session's flag (it has no meaning in a handshake), only
 what the gateway declares to a 2026 backend for that request (`for_backend`)."""
 WITH_TASKS: Final = frozenset({TASKS})
+AT_2026: Final = "era.2026"
+"""The request comes from a 2026 client: a backend serving both eras gets it at 2026, as that client would reach
+it directly. Never a session's flag, never declared to a backend (`for_backend` ignores it)."""
+FROM_2026: Final = frozenset({AT_2026})
+FROM_2026_WITH_TASKS: Final = frozenset({AT_2026, TASKS})
+SESSIONLESS: Final = frozenset({TASKS, AT_2026})
+"""Flags of a 2026 request that a backend session (handshake era) has no use for: not part of its key."""
 
 ALL: Final = frozenset({SAMPLING, SAMPLING_CONTEXT, SAMPLING_TOOLS, ELICITATION_FORM, ELICITATION_URL, ROOTS})
 """Every flag: what the gateway declares to a backend it cannot tell clients apart on (stdio)."""

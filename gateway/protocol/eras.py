@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import orjson
 from multidict import MultiMapping
 
-from gateway.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from gateway.protocol import spec
+from gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from gateway.protocol.routing_headers import METHOD_KEY, NAME_KEY, VERSION_KEY, header_value
 from gateway.protocol.spec import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROTOCOL_VERSION_KEY
 

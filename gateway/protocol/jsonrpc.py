@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import GatewayError, InvalidRequest, ParseError
+from gateway.protocol.errors import GatewayError, InvalidRequest, ParseError
 
 RequestId = str | int
 ID_TYPES = (str, int)

@@ -29,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import InvalidParams
 from gateway.protocol import spec
+from gateway.protocol.errors import InvalidParams
 
 VERSION = "v1"
 TASK_VERSION = "t1"

@@ -118,6 +118,12 @@ RESOURCES_UPDATED: Final = "notifications/resources/updated"
 ROOTS_LIST_CHANGED: Final = "notifications/roots/list_changed"
 SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 """2026-07-28: the first frame of a subscriptions/listen stream."""
+SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
+"""2026-07-28: the `_meta` key naming the listen request a notification belongs to."""
+LISTEN_FLAGS: Final = {"toolsListChanged": ("tools", TOOLS_LIST_CHANGED),
+                       "promptsListChanged": ("prompts", PROMPTS_LIST_CHANGED),
+                       "resourcesListChanged": ("resources", RESOURCES_LIST_CHANGED)}
+"""2026-07-28 listen filter flag -> (the capability that promises it, the notification it asks for)."""
 
 LIST_CHANGED_ORDER: Final = (TOOLS_LIST_CHANGED, PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED)
 """A server's list of tools, prompts or resources changed; re-list."""
@@ -148,6 +154,8 @@ MISSING_CLIENT_CAPABILITY: Final = -32021
 """2026-07-28: the request needs a client capability it did not declare (HTTP 400)."""
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 """2026-07-28: the request's protocol version is not served (HTTP 400)."""
+URL_ELICITATION_REQUIRED: Final = -32042
+"""2025-11-25: retry once the user has been to the URL(s) in `data.elicitations` (never to 2026 clients)."""
 
 # ---------------------------------------------------------------- names
 

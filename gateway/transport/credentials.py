@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.auth.metadata import resource_metadata_url
+from gateway.auth.metadata import resource_metadata_url, resource_url
 from gateway.config import Config
 
 
@@ -26,6 +26,9 @@ class HttpCredentials:
 
     def metadata_url(self) -> str | None:
         return resource_metadata_url(self.config, self.request)
+
+    def resource_url(self) -> str | None:
+        return resource_url(self.config, self.request)
 
 
 class HeaderCredentials(HttpCredentials):
@@ -54,3 +57,6 @@ class FixedCredentials:
 
     def metadata_url(self) -> str | None:
         return None
+
+    def resource_url(self) -> str | None:
+        return None  # stdio: `auth.jwt.audience`, else the resource server.public_url names

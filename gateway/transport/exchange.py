@@ -21,35 +21,44 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.tokens import Credentials
+from gateway.catalogue.audience import Sees
 from gateway.catalogue.merge import Catalogue
 from gateway.catalogue.refresher import CatalogueListener
 from gateway.config import TenantConfig
+from gateway.config.server_model import VirtualServer
 from gateway.dispatch import Dispatcher
-from gateway.errors import InvalidRequest, LimitReached, RateLimited
 from gateway.protocol import jsonrpc, spec
+from gateway.protocol.errors import InsufficientScope, InvalidRequest, LimitReached, RateLimited
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.ratelimit import RateLimiter, retry_after_header
 from gateway.tenancy import Principal, RequestContext, resolve_tenant
 from gateway.transport.channel import ASK_ID_PREFIX, ForwardAnswer, PendingAsks
+from gateway.transport.held import HeldReplies, budget_of
 from gateway.transport.inflight import CancelledByClient, InFlight
 
-Deliver = Callable[[set[str], JsonObject], object]
+if TYPE_CHECKING:
+    from gateway.tracing.spans import RequestSpan
+
+class Deliver(Protocol):
+    """Hands a notification to every connected client of these tenants (a transport's fan-out); with
+    `sees`, only to those it admits (the callers whose own view changed)."""
+
+    def __call__(self, tenants: set[str], message: JsonObject, sees: Sees | None = None) -> object: ...
 
 
 def to_both(first: Deliver, second: Deliver) -> Deliver:
     """One delivery that makes two: a list change goes to the handshake era's way (GET streams, or
     stdout) and to the 2026 listen streams alike."""
 
-    def deliver(tenants: set[str], message: JsonObject) -> None:
-        first(tenants, message)
-        second(tenants, message)
+    def deliver(tenants: set[str], message: JsonObject, sees: Sees | None = None) -> None:
+        first(tenants, message, sees)
+        second(tenants, message, sees)
 
     return deliver
-"""Hands a notification to every connected client of these tenants (a transport's fan-out)."""
 
 Reply = JsonObject | list[JsonObject] | None
 """What goes back to the client: a response, a batch's responses, or nothing."""
@@ -57,6 +66,9 @@ Reply = JsonObject | list[JsonObject] | None
 BATCH = "batch"
 """The context's method while it stands for a whole batch."""
 
+
+Members = Callable[[Any], "RequestSpan"]
+"""Starts the SERVER span of one batch member (its decoded object): tracing on."""
 
 Caller = tuple[Principal, TenantConfig]
 """An admitted caller: who it is and the policy it is served under (a plain tuple: made per request)."""
@@ -80,6 +92,7 @@ class Exchange:
         self.asks = asks if asks is not None else PendingAsks()
         self.forward_answer = forward_answer  # to the other replicas (a session's POSTs may land on any)
         self.busy: dict[str, int] = {}  # requests being answered, per tenant (limits.in_flight)
+        self.replies = HeldReplies()  # large replies not yet read, per tenant (limits.buffered_bytes)
 
     def rebind(self, *, dispatcher: Dispatcher, authenticator: Authenticator,
                tenants: Mapping[str, TenantConfig]) -> None:
@@ -101,12 +114,23 @@ class Exchange:
                 raise RateLimited("Too Many Requests", headers={"Retry-After": retry_after_header(retry_after)})
         return tenant
 
+    def check_scopes(self, caller: Caller, method: str | None, params: Any, credentials: Credentials,
+                     server: VirtualServer | None = None) -> None:
+        """403 with the challenge a client steps up from, unless the token holds the scopes this request
+        needs (`method` None: a GET stream or DELETE, which need only the tenant's and everyone's)."""
+        if not self.dispatcher.scopes.enabled:
+            return
+        try:
+            self.dispatcher.scopes.check(caller[0], caller[1], method, params, server)
+        except InsufficientScope as exc:
+            self.authenticator.require_scopes(caller[0], exc.needed, credentials)
+
     # ---------------------------------------------------------------- messages
 
-    async def handle(self, data: Any, ctx: RequestContext) -> Reply:
+    async def handle(self, data: Any, ctx: RequestContext, members: Members | None = None) -> Reply:
         """The reply to one decoded body: a message, or a batch where its version allows one."""
         if isinstance(data, list):
-            return await self.handle_batch(data, ctx)
+            return await self.handle_batch(data, ctx, members)
         message = jsonrpc.parse_message(data)
         ctx.method = message.method
         return await self.handle_message(message, ctx)
@@ -123,27 +147,36 @@ class Exchange:
             await self.dispatcher.roots_changed(ctx)
         return None
 
-    async def handle_batch(self, items: list[Any], ctx: RequestContext) -> list[JsonObject] | None:
-        """JSON-RPC batches: only for clients that negotiated 2025-03-26; members run concurrently."""
+    async def handle_batch(self, items: list[Any], ctx: RequestContext,
+                           members: Members | None = None) -> list[JsonObject] | None:
+        """JSON-RPC batches: only for clients that negotiated 2025-03-26; members run concurrently,
+        each in its own SERVER span when `members` makes them (tracing on)."""
         if not items:
             raise InvalidRequest("Invalid Request: empty batch")
         if ctx.protocol_version not in spec.BATCH_VERSIONS:
             raise InvalidRequest(f"Invalid Request: batches are not allowed in {ctx.protocol_version}")
         ctx.method = BATCH
-        replies = await asyncio.gather(*(self._batch_item(item, ctx) for item in items))
+        replies = await asyncio.gather(*(self._batch_item(item, ctx, members) for item in items))
         answered = [reply for reply in replies if reply is not None]
         return answered or None
 
-    async def _batch_item(self, item: Any, batch: RequestContext) -> JsonObject | None:
+    async def _batch_item(self, item: Any, batch: RequestContext, members: Members | None) -> JsonObject | None:
         message = jsonrpc.parse_batch_item(item, not_batchable=spec.INITIALIZE)
         if not isinstance(message, Message):
             return message  # the member's error reply
         ctx = replace(batch, method=message.method)  # members run concurrently: each its own tool/outcome
+        if members is not None:  # its own task (gather's): its span is current in it alone
+            ctx.span = members(item)
+            ctx.span.activate()
+            ctx.traceparent = ctx.span.traceparent
         try:
             reply = await self.handle_message(message, ctx)
         except LimitReached as exc:  # the batch was admitted: its member gets the refusal
             ctx.outcome = "rate_limited"
             reply = jsonrpc.error_response(message.id, exc.in_batch())
+        finally:
+            if ctx.span is not None:
+                ctx.span.finish(ctx)
         if ctx.outcome != "ok":
             batch.outcome = ctx.outcome  # the batch's log line shows a member's failure
         return reply
@@ -166,10 +199,13 @@ class Exchange:
             return None
 
     def take_slot(self, tenant: TenantConfig) -> None:
-        """One more request of `tenant` in flight; LimitReached (429) when its budget is spent."""
+        """One more request of `tenant` in flight; LimitReached (429) when its budget is spent, or while its
+        clients leave too many bytes of replies unread (transport.held)."""
         busy = self.busy.get(tenant.name, 0)
         if busy >= tenant.limits.in_flight:
             raise LimitReached("in_flight", tenant.limits.in_flight)
+        if self.replies.held and self.replies.over(tenant):
+            raise LimitReached("buffered_bytes", budget_of(tenant))
         self.busy[tenant.name] = busy + 1
 
     def release_slot(self, tenant: TenantConfig) -> None:
@@ -199,7 +235,10 @@ class Exchange:
         watched = tenants or (lambda: list(self.tenants.values()))
 
         async def listener(old: Catalogue, new: Catalogue) -> None:
-            for method, changed in views.changes(old, new, watched()).items():
-                deliver(set(changed), {"jsonrpc": "2.0", "method": method})
+            hearing = watched()
+            if not hearing:  # nobody to tell: not even the changed tools are worth finding
+                return
+            for method, audience in views.changes(old, new, hearing).items():
+                deliver(audience.tenants, {"jsonrpc": "2.0", "method": method}, audience.sees)
 
         return listener

@@ -17,23 +17,26 @@ forbids: what a backend asks such a client becomes a multi-round trip instead (t
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from multidict import MultiMapping
 
-from gateway.errors import GatewayError, HeaderMismatch, InvalidRequest
-from gateway.logs import traceparent_for
 from gateway.protocol import eras, jsonrpc, spec
 from gateway.protocol.capabilities import NONE
 from gateway.protocol.capabilities import declared as relayable
 from gateway.protocol.eras import Envelope
+from gateway.protocol.errors import GatewayError, HeaderMismatch, InvalidRequest
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
 from gateway.protocol.request_state import INPUT_METHODS, StateSeal
 from gateway.protocol.routing_headers import VERSION_KEY, HeaderParams, header_params, param_mismatch
 from gateway.tenancy import RequestContext
+from gateway.tracing.context import TraceContext, chosen
 from gateway.transport.channel import ChannelClosed
 from gateway.transport.exchange import Caller, Exchange
+
+if TYPE_CHECKING:
+    from gateway.tracing.spans import RequestSpan
 
 SEALED_METHODS = INPUT_METHODS | spec.TASK_METHODS
 """Requests whose 2026 backend's answer may carry a state or task sealed for the client (or that name one)."""
@@ -55,9 +58,12 @@ class StatelessRequests:
         # stream cancels the handler).
         self.run = exchange.dispatcher.handle
 
-    def admit(self, data: Any, headers: MultiMapping[str], caller: Caller, request_id: str,
-              traceparent: str | None) -> tuple[Message, RequestContext] | None:
+    def admit(self, data: Any, headers: MultiMapping[str] | None, caller: Caller, request_id: str,
+              trace: TraceContext, span: RequestSpan | None = None) -> tuple[Message, RequestContext] | None:
         """The request and its context; None for a notification (202); a GatewayError for the ladder's refusals.
+
+        `trace`: the transport's trace context (its headers', or a new one), which the request's `_meta`
+        one replaces while tracing is off; with `span` (tracing on) the span's is the request's.
 
         Every 2026 call runs this: it is written for the interpreter (few calls), not for reuse.
         """
@@ -73,16 +79,13 @@ class StatelessRequests:
         if header_tools and method == spec.TOOLS_CALL and type(name := params.get("name")) is str and (
                 name in header_tools):
             self._check_param_headers(caller, params, headers)
-        meta = params.get("_meta")  # what is left of it, for the backend
-        if meta is not None and "traceparent" in meta:  # 2026 carries the trace here: it wins over the header's,
-            given = meta["traceparent"]                  # and the backend gets it continued by our span
-            if isinstance(given, str):
-                traceparent = traceparent_for(given)
-            if traceparent:
-                meta["traceparent"] = traceparent
+        if span is not None:
+            trace = tuple.__new__(TraceContext, (span.traceparent, None, True))  # NamedTuple's __new__: a Python call
+        elif (meta := params.get("_meta")) is not None:  # what is left of it, for the backend
+            trace = chosen(meta, trace)  # 2026 carries the trace here (SEP-414): it wins over the header's
         declared = envelope.client_capabilities
         ctx = RequestContext(caller[0], caller[1], request_id, envelope.protocol_version, None, method,
-                             traceparent=traceparent,
+                             traceparent=trace.traceparent, tracestate=trace.tracestate, span=span,
                              # what this request's backend may ask its client in rounds (transport.rounds)
                              capabilities=relayable(declared) if declared else NONE,
                              log_level=envelope.log_level, envelope=envelope,
@@ -92,7 +95,7 @@ class StatelessRequests:
     def _check_param_headers(self, caller: Caller, params: JsonObject, headers: MultiMapping[str]) -> None:
         """The called tool's `x-mcp-header` arguments against their headers (an unknown tool is dispatch's -32602)."""
         name, arguments = params["name"], params.get("arguments")
-        entry = self.catalogue.view(caller[1]).by_name.get(name)
+        entry = self.catalogue.view(caller[1], caller[0]).by_name.get(name)
         if entry is None or not isinstance(arguments, dict | None):
             return  # not this tenant's: dispatch answers as for any unknown tool
         annotated = _header_params(entry.tool.tail)

@@ -1,8 +1,9 @@
 """The canonical one-line-per-request log and the request metrics, for both transports.
 
-Over HTTP one middleware sees every request: it assigns the request id and the W3C trace
-context, and when the reply is done writes the line and the metrics, so both agree on outcome
-and duration (refusals before any JSON-RPC, such as 401 or 415, included). Over stdio the
+Over HTTP one middleware sees every request: it assigns the request id and reads the W3C trace
+context of its headers, and when the reply is done writes the line and the metrics (and ends
+the request's span, tracing on), so all agree on outcome and duration (refusals before any
+JSON-RPC, such as 401 or 415, included). Over stdio the
 adapter writes the same line, built by the same `request_line`, for every message it answers.
 Start and stop lines bracket the HTTP app's life.
 """
@@ -16,19 +17,27 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.config import Config
-from gateway.logs import MAX_LOGGED_CHARS, TRACEPARENT_HEADER, EventLog, RequestIds, clip, traceparent_for
+from gateway.logs import MAX_LOGGED_CHARS, EventLog, RequestIds, clip
 from gateway.metrics import Metrics
 from gateway.tenancy import Principal, RequestContext
+from gateway.tracing.context import TRACEPARENT as TRACEPARENT_HEADER
+from gateway.tracing.context import TRACESTATE as TRACESTATE_HEADER
+from gateway.tracing.context import TraceContext, fresh, of_headers, trace_id
+from gateway.tracing.conventions import Peer
+
+if TYPE_CHECKING:
+    from gateway.tracing.spans import RequestSpan
 
 REQUEST_ID = web.RequestKey[str]("request_id")
-TRACEPARENT = web.RequestKey[str]("traceparent")  # W3C trace context sent to backends
+TRACE = web.RequestKey[TraceContext]("trace")  # the headers' trace context, or a new one (`given` False)
+SPAN: web.RequestKey[RequestSpan] = web.RequestKey("span")  # the SERVER span of its one MCP message (tracing on)
 PRINCIPAL = web.RequestKey[Principal]("principal")
 CONTEXT = web.RequestKey[RequestContext]("context")
 
@@ -56,7 +65,7 @@ def request_line(request_id: str, traceparent: str | None, principal: Principal 
     line = {
         "event": "request",
         "request_id": request_id,
-        "trace_id": traceparent[3:35] if traceparent else None,
+        "trace_id": trace_id(traceparent),
         "tenant": principal.tenant if principal else None,  # claims are bounded by the authenticator
         "subject": principal.subject if principal else None,
         "method": clip(method) if method and len(method) > MAX_LOGGED_CHARS else method,
@@ -85,6 +94,25 @@ def outcome_of(ctx: RequestContext | None, status: int) -> str:
     return ctx.outcome if ctx is not None else "ok"
 
 
+def trace_of(headers: Any) -> TraceContext:
+    """The trace context of a request's headers, or a new trace when they carry none that is valid."""
+    given = headers.get(TRACEPARENT_HEADER)
+    return (given is not None and of_headers(given, headers.get(TRACESTATE_HEADER))) or fresh()
+
+
+def given_trace(request: web.Request) -> TraceContext | None:
+    """The headers' trace context, when the client sent one (a new trace is no parent)."""
+    trace = request[TRACE]
+    return trace if trace.given else None
+
+
+def peer_of(request: web.Request) -> Peer:
+    """Where an HTTP request came from, for its SERVER span."""
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    address, port = (peer[0], peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else (None, None)
+    return Peer("tcp", address, port, f"{request.version.major}.{request.version.minor}")
+
+
 def stream_headers(request: web.Request, headers: dict[str, str]) -> dict[str, str]:
     """Headers of a reply the handler prepares itself (SSE): X-Request-Id must be in them already."""
     request_id = request.get(REQUEST_ID)
@@ -107,19 +135,20 @@ def setup_request_log(app: web.Application, config: Config, metrics: Metrics,
                       events: EventLog | None = None) -> None:
     """The request-log middleware; its lines go out through `events` (configure_logging's)."""
     totals = _Totals()
-    app.middlewares.append(_request_log(config.server.path, metrics, totals, events or EventLog()))
+    app.middlewares.append(_request_log(config.server.path, metrics, totals, events or EventLog(),
+                                        traced=config.tracing.enabled))
     app.on_startup.append(_log_started(config, totals))  # runs after every cleanup_ctx startup: the state is built
     app.on_cleanup.append(_log_stopped(totals))  # runs after every cleanup_ctx teardown
 
 
-def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals,
-                 events: EventLog) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals, events: EventLog, *,
+                 traced: bool) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     fresh_id = RequestIds()
 
     @web.middleware
     async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
         request_id = request[REQUEST_ID] = request_id_of(request, fresh_id)
-        request[TRACEPARENT] = traceparent_for(request.headers.get(TRACEPARENT_HEADER))
+        request[TRACE] = trace_of(request.headers)
         # JSON-RPC traffic is POSTs; GET streams live for hours and DELETEs end sessions.
         path = request.path
         rpc = request.method == "POST" and path == mcp_path
@@ -149,16 +178,18 @@ def _request_log(mcp_path: str, metrics: Metrics, totals: _Totals,
             # popped by its last reader: the context holds the channel that holds the request, a cycle
             # that would keep them all (and the parsed body) alive until the next garbage collection
             ctx, principal = request.pop(CONTEXT, None), request.get(PRINCIPAL)
-            outcome = outcome_of(ctx, status)
+            if traced and (span := request.pop(SPAN, None)) is not None:
+                span.finish(ctx, status)
+            outcome, traceparent = outcome_of(ctx, status), _traceparent(request, ctx)
             if path == mcp_path:
-                _count(request, ctx, principal, metrics, totals, rpc, outcome, status, seconds)
-            _log_line(events, request, ctx, principal, outcome, status, seconds)
+                _count(request, ctx, principal, metrics, totals, rpc, outcome, status, seconds, traceparent)
+            _log_line(events, request, ctx, principal, outcome, status, seconds, traceparent)
 
     return request_log
 
 
 def _count(request: web.Request, ctx: RequestContext | None, principal: Principal | None, metrics: Metrics,
-           totals: _Totals, rpc: bool, outcome: str, status: int, seconds: float) -> None:
+           totals: _Totals, rpc: bool, outcome: str, status: int, seconds: float, traceparent: str) -> None:
     """Totals for the stop line, and the request metrics of the MCP endpoint."""
     totals.requests += 1
     totals.errors += outcome != "ok"
@@ -167,15 +198,23 @@ def _count(request: web.Request, ctx: RequestContext | None, principal: Principa
         metrics.rate_limit_hit(tenant)
     if rpc:
         metrics.request_done(method=ctx.method if ctx else None, tenant=tenant, outcome=outcome, seconds=seconds,
-                             request_id=request[REQUEST_ID], traceparent=request[TRACEPARENT])
+                             request_id=request[REQUEST_ID], traceparent=traceparent)
 
 
 def _log_line(events: EventLog, request: web.Request, ctx: RequestContext | None, principal: Principal | None,
-              outcome: str, status: int, seconds: float) -> None:
-    line = request_line(request[REQUEST_ID], request[TRACEPARENT], principal, ctx, outcome, seconds)
+              outcome: str, status: int, seconds: float, traceparent: str) -> None:
+    line = request_line(request[REQUEST_ID], traceparent, principal, ctx, outcome, seconds)
     path = request.path  # never the query string: it may carry a token
-    line["http_method"], line["path"], line["status"] = request.method, clip(path), status
+    route = request.match_info.route.resource  # a dynamic route's template: its parts may be secrets (link ids)
+    logged = route.canonical if route is not None and not isinstance(route, web.PlainResource) else path
+    line["http_method"], line["path"], line["status"] = request.method, clip(logged), status
     events.write(logging.DEBUG if path in QUIET_PATHS else logging.INFO, line)
+
+
+def _traceparent(request: web.Request, ctx: RequestContext | None) -> str:
+    """The trace a request's line and exemplar name: its context's (the one its backends continue, or its
+    span's), else, refused before it had one, its headers' (or its span's, as `McpEndpoint` sets it)."""
+    return ctx.traceparent or request[TRACE].traceparent if ctx is not None else request[TRACE].traceparent
 
 
 def _log_started(config: Config, totals: _Totals) -> Callable[[web.Application], Awaitable[None]]:

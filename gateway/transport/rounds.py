@@ -33,8 +33,8 @@ from typing import Any
 import structlog
 
 from gateway.config import Config, TenantConfig
-from gateway.errors import InternalError, InvalidParams
 from gateway.protocol import jsonrpc, spec
+from gateway.protocol.errors import InternalError, InvalidParams
 from gateway.protocol.jsonrpc import JsonObject, Message, RequestId
 from gateway.protocol.request_state import Binding, InvalidState, Passed, RoundRef, StateSeal
 from gateway.tenancy import ChannelClosed, RequestContext
@@ -240,6 +240,7 @@ class Rounds:
         round_.attached = waiting
         held, round_.held_progress = round_.held_progress, None
         assert round_.task is not None
+        traced = _round_span(round_, waiting)
         try:
             if held is not None:  # what the call reported while parked: this request hears where it stands
                 assert isinstance(round_.ctx.channel, RoundChannel)
@@ -261,6 +262,10 @@ class Rounds:
             raise
         finally:
             round_.attached = None
+            if traced is not None:
+                traced.note("mcpgw.round.step", round_.step)
+                traced.note("mcpgw.outcome", round_.ctx.outcome if round_.task.done() else "input_required")
+                traced.end()
 
     def _parked(self, round_: Round, waiting: Waiting) -> JsonObject:
         round_.step += 1
@@ -298,6 +303,17 @@ class Rounds:
         if round_.timer is not None:
             round_.timer.cancel()
         self.settings.release_slot(round_.ctx.tenant)
+
+
+def _round_span(round_: Round, waiting: Waiting) -> Any:
+    """The span of one request's part in a round (tracing on, sampled): under that request's span, linked
+    to the span of the request that started the held call (the backend call's own parent)."""
+    span: Any = waiting.ctx.span if waiting.ctx is not None else None
+    if span is None or not span.recording:
+        return None
+    held: Any = round_.ctx.span
+    links = (held,) if held is not None and held is not span and held.recording else ()
+    return span.tracing.internal("mcpgw round", parent=span, links=links)
 
 
 def input_request(method: str, params: JsonObject | None) -> JsonObject:

@@ -18,8 +18,8 @@ import contextlib
 import secrets
 from typing import Any
 
-from gateway.errors import InvalidParams
 from gateway.protocol import jsonrpc
+from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import JsonObject
 from gateway.protocol.request_state import InvalidState, RoundRef
 from gateway.store.events import EventBus

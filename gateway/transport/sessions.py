@@ -7,48 +7,27 @@ session another one opened (see its docstring for keys, events and outages).
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
-import orjson
 import structlog
 
-from gateway.protocol.capabilities import encode_flags, log_level
+from gateway.protocol.capabilities import log_level
 from gateway.store.events import EventBus
 from gateway.store.health import StoreHealth, StoreUnavailable
 from gateway.tenancy import Principal
+from gateway.transport.session_records import ENDED, Session, decode, encode, new_session_id
 
 log = structlog.get_logger("gateway.sessions")
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
-    id: str
-    tenant: str
-    subject: str
-    protocol_version: str
-    created_at: float
-    last_seen: float
-    capabilities: frozenset[str] = frozenset()  # what the client declared that the gateway can relay
-    log_level: str | None = None  # its logging/setLevel
-
-    def belongs_to(self, principal: Principal) -> bool:
-        return self.tenant == principal.tenant and self.subject == principal.subject
-
-
-def new_session_id() -> str:
-    """256 random bits, URL-safe (visible ASCII as the spec requires)."""
-    return secrets.token_urlsafe(32)
-
-
 class SessionStore(Protocol):
     async def create(self, principal: Principal, protocol_version: str,
-                     capabilities: frozenset[str] = frozenset()) -> Session: ...
+                     capabilities: frozenset[str] = frozenset(), server: str = "") -> Session: ...
 
     async def get(self, session_id: str) -> Session | None: ...
 
@@ -57,6 +36,7 @@ class SessionStore(Protocol):
     async def set_log_level(self, session_id: str, level: str) -> None: ...
 
     def count(self) -> int: ...
+    def count_of(self, tenant: str) -> int: ...  # one tenant's sessions here (`limits.sessions` applies to these)
 
     def on_ended(self, listener: Callable[[str], None]) -> None:
         """Call `listener(session_id)` whenever a session ends, whatever ended it."""
@@ -95,10 +75,10 @@ class MemorySessionStore:
         self._listeners.append(listener)
 
     async def create(self, principal: Principal, protocol_version: str,
-                     capabilities: frozenset[str] = frozenset()) -> Session:
+                     capabilities: frozenset[str] = frozenset(), server: str = "") -> Session:
         now = self.clock()
         session = Session(self.id_factory(), principal.tenant, principal.subject,
-                          protocol_version, now, now, capabilities)
+                          protocol_version, now, now, capabilities, server=server)
         self.put(session)
         return session
 
@@ -187,9 +167,6 @@ SESSION_ENDED_EVENT = "session_ended"
 SESSION_CHANGED_EVENT = "session_changed"
 """Event kind: a replica changed a session's log level (fields: session, log_level); the others update their copy."""
 
-ENDED = b"ended"
-"""The value a session's key keeps after DELETE (for its idle TTL), so no replica writes it back."""
-
 MAX_ID_LENGTH = 256
 """Longer Mcp-Session-Id values are not ours: refused without asking Redis."""
 
@@ -256,10 +233,10 @@ class RedisSessionStore:
         self.local.on_ended(listener)
 
     async def create(self, principal: Principal, protocol_version: str,
-                     capabilities: frozenset[str] = frozenset()) -> Session:
-        session = await self.local.create(principal, protocol_version, capabilities)
+                     capabilities: frozenset[str] = frozenset(), server: str = "") -> Session:
+        session = await self.local.create(principal, protocol_version, capabilities, server)
         try:
-            await self.health.call(lambda: self.redis.set(self.key(session.id), _encode(session), px=self.idle_ms))
+            await self.health.call(lambda: self.redis.set(self.key(session.id), encode(session), px=self.idle_ms))
         except StoreUnavailable:
             pass  # served locally; written to Redis when it returns (resync)
         else:
@@ -277,7 +254,7 @@ class RedisSessionStore:
             raw = await self.health.call(lambda: self.redis.get(self.key(session_id)))
         except StoreUnavailable:
             return None
-        session = _decode(session_id, raw, self.clock()) if raw else None
+        session = decode(session_id, raw, self.clock()) if raw else None
         if session is not None:
             self.local.put(session)
             self._touched[session_id] = self.clock()
@@ -304,6 +281,9 @@ class RedisSessionStore:
     def count(self) -> int:
         """Sessions this replica knows (those it opened or served), not the cluster's total."""
         return self.local.count()
+
+    def count_of(self, tenant: str) -> int:  # those this replica knows, as count() (budgets are per replica)
+        return self.local.count_of(tenant)
 
     async def run(self) -> None:
         """Background task: push the idle expiry of sessions in use, batched, off the request path."""
@@ -346,7 +326,7 @@ class RedisSessionStore:
         return True
 
     async def _upsert_one(self, session: Session) -> int:
-        return int(await self._upsert(keys=[self.key(session.id)], args=[_encode(session), ENDED, self.idle_ms]))
+        return int(await self._upsert(keys=[self.key(session.id)], args=[encode(session), ENDED, self.idle_ms]))
 
     async def _end(self, session_id: str) -> None:
         await self.health.call(lambda: self.redis.set(self.key(session_id), ENDED, px=self.idle_ms))
@@ -373,24 +353,3 @@ class RedisSessionStore:
     async def _ended_elsewhere(self, session_id: str) -> None:
         await self.local.delete(session_id)  # its listeners hear of it
         self._drop(session_id)
-
-
-def _encode(session: Session) -> bytes:
-    return orjson.dumps({"tenant": session.tenant, "subject": session.subject,
-                         "protocol_version": session.protocol_version, "created_at": session.created_at,
-                         "capabilities": encode_flags(session.capabilities), "log_level": session.log_level})
-
-
-def _decode(session_id: str, raw: bytes, now: float) -> Session | None:
-    """The stored session, or None for a tombstone (ended) or a record this version cannot read."""
-    if raw == ENDED:
-        return None
-    try:
-        data = orjson.loads(raw)
-        flags = data.get("capabilities")
-        declared = frozenset(encode_flags(flags)) if isinstance(flags, list) else frozenset()
-        return Session(session_id, str(data["tenant"]), str(data["subject"]), str(data["protocol_version"]),
-                       float(data["created_at"]), now, declared, log_level(data.get("log_level")))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        log.warning("session_record_unreadable")
-        return None

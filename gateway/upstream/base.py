@@ -21,9 +21,9 @@ from typing import Any, Protocol
 import structlog
 
 from gateway.config.model import BackendConfig, default_of
-from gateway.errors import FailureReason
 from gateway.protocol import spec
 from gateway.protocol.capabilities import RELAYED_METHODS, for_backend
+from gateway.protocol.errors import FailureReason
 
 JsonObject = dict[str, Any]
 NotificationHandler = Callable[[JsonObject], Awaitable[None]]

@@ -18,6 +18,7 @@ extension's own replies (tasks/get, …) are passed on as they are: a task's `tt
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any, Final
 
 from gateway.protocol import spec
@@ -33,6 +34,29 @@ TASK: Final = "task"
 LISTS = frozenset({spec.TOOLS_LIST, spec.PROMPTS_LIST, spec.RESOURCES_LIST, spec.RESOURCES_TEMPLATES_LIST})
 _RESULT_ONLY = ("resultType", "ttlMs", "cacheScope")
 """2026 result fields a handshake-era reply does not have."""
+LOCAL_AT_2026: Final = frozenset({spec.LOGGING_SET_LEVEL})
+"""Removed at 2026, answered by the gateway: each 2026 request says its own log level."""
+WATCHED: Final = frozenset({spec.RESOURCES_SUBSCRIBE, spec.RESOURCES_UNSUBSCRIBE})
+"""Removed at 2026, answered by the gateway: the URIs go in its listen stream's resourceSubscriptions."""
+
+
+class Ending(Enum):
+    """How one listen stream to a 2026 backend ended (over HTTP or a child's pipes)."""
+
+    BROKE = "broke"  # dropped, or the backend ended it: listen again
+    REFUSED = "refused"  # the backend serves no listen: ask no more
+
+
+def promised(capabilities: JsonObject) -> JsonObject:
+    """The listen filter a backend's discover capabilities promise ({}: nothing to listen for)."""
+    return {flag: True for flag, (kind, _) in spec.LISTEN_FLAGS.items()
+            if isinstance(capabilities.get(kind), dict) and capabilities[kind].get("listChanged") is True}
+
+
+def honoured(ack: JsonObject) -> list[str]:
+    """The list-change notifications a listen stream's acknowledgement says it will send."""
+    flags = ack["params"].get("notifications")
+    return [method for flag, (_, method) in spec.LISTEN_FLAGS.items() if isinstance(flags, dict) and flags.get(flag)]
 
 
 class ModernWire:
@@ -49,7 +73,12 @@ class ModernWire:
         """`params` with the gateway's envelope; `logs`: ask for log messages (someone listens)."""
         params = dict(params) if params else {}
         meta = params.get("_meta")
-        meta = {k: v for k, v in meta.items() if k not in CONNECTION_KEYS} if isinstance(meta, dict) else {}
+        if not isinstance(meta, dict):
+            meta = {}
+        elif meta.keys().isdisjoint(CONNECTION_KEYS):  # the usual one (the trace context): copied whole
+            meta = dict(meta)
+        else:
+            meta = {k: v for k, v in meta.items() if k not in CONNECTION_KEYS}
         meta[spec.PROTOCOL_VERSION_KEY] = MODERN_VERSION
         declared = self._declared.get(flags)
         if declared is None:  # a handful of flag sets: made once each, shared read-only

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from gateway.config import BackendConfig
 from gateway.config.model import default_of
-from gateway.errors import FailureReason
 from gateway.protocol import spec
+from gateway.protocol.errors import FailureReason
 from gateway.upstream.base import UpstreamError
 from gateway.upstream.breaker import CircuitPolicy, Outcome
 

@@ -13,17 +13,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from gateway.config import Backend, HttpBackend
 from gateway.config.backend_http import tls_context
 from gateway.upstream.base import Upstream
-from gateway.upstream.client import ClientOptions
-from gateway.upstream.http import HttpUpstream
+from gateway.upstream.http.client import ClientOptions
+from gateway.upstream.http.upstream import HttpUpstream, OwnAuth
 from gateway.upstream.policy import policy_for
 from gateway.upstream.routed import CircuitListener, RoutedUpstream
-from gateway.upstream.stdio import StdioUpstream
+from gateway.upstream.stdio.upstream import StdioUpstream
 
 CLIENT_INFO = {"name": "mcp-gateway", "version": "0.1.0"}
 
 
 def make_upstream(backend: Backend, *, http_client: str = "builtin",
-                  on_restart: Callable[[str], None] | None = None) -> Upstream:
+                  on_restart: Callable[[str], None] | None = None, own_auth: OwnAuth | None = None) -> Upstream:
     if isinstance(backend, HttpBackend):
         return HttpUpstream(
             backend.name,
@@ -35,6 +35,7 @@ def make_upstream(backend: Backend, *, http_client: str = "builtin",
             http_client=http_client,
             client_options=client_options(backend),
             protocol=backend.protocol,
+            own_auth=own_auth if backend.auth is not None else None,
         )
     return StdioUpstream(
         backend.name, command=stdio_command(backend.command), env=dict(backend.env), cwd=backend.cwd,
@@ -67,15 +68,19 @@ class UpstreamPool:
     (`swap`), so a call looks its upstream up in either the old mapping or the new one."""
 
     def __init__(self, backends: Sequence[Backend], *, on_circuit_change: CircuitListener | None = None,
-                 http_client: str = "builtin", on_restart: Callable[[str], None] | None = None) -> None:
+                 http_client: str = "builtin", on_restart: Callable[[str], None] | None = None,
+                 own_auth: OwnAuth | None = None) -> None:
+        """`own_auth` gives the Authorization of the gateway's own calls (the catalogue's) to backends with `auth`."""
         self._on_circuit_change = on_circuit_change
         self._http_client = http_client
         self._on_restart = on_restart
+        self._own_auth = own_auth
         self._upstreams = {b.name: self.build(b) for b in backends}
 
     def build(self, backend: Backend) -> RoutedUpstream:
         """A new upstream for `backend`, not started and not yet in the pool."""
-        inner = make_upstream(backend, http_client=self._http_client, on_restart=self._on_restart)
+        inner = make_upstream(backend, http_client=self._http_client, on_restart=self._on_restart,
+                              own_auth=self._own_auth)
         return RoutedUpstream(inner, policy_for(backend), on_circuit_change=self._on_circuit_change)
 
     def get(self, name: str) -> RoutedUpstream:

@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from gateway.errors import FailureReason
 from gateway.protocol.capabilities import NONE
+from gateway.protocol.errors import FailureReason
 from gateway.protocol.spec import PROGRESS
+from gateway.tracing.context import CURRENT
 from gateway.upstream.base import (
     JsonObject,
     ListChangedCallback,
@@ -53,6 +54,11 @@ class Limiter:
         self._slots = Slots(concurrency)
         self._queue = queue
         self._concurrency = concurrency
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP version the backend speaks now (None until known), for /admin/backends."""
+        return getattr(self.inner, "protocol_version", None)
 
     @property
     def busy(self) -> int:
@@ -103,6 +109,11 @@ class RoutedUpstream:
         return getattr(self.inner, "pid", None)
 
     @property
+    def protocol_version(self) -> str | None:
+        """The MCP version the backend speaks now (None until known), for /admin/backends."""
+        return getattr(self.inner, "protocol_version", None)
+
+    @property
     def busy(self) -> int:
         """Calls in flight or queued here: a reload closes a retired upstream once this is 0."""
         return self._limiter.busy
@@ -121,6 +132,15 @@ class RoutedUpstream:
     @property
     def list_ttl_ms(self) -> int | None:
         return getattr(self.inner, "list_ttl_ms", None)
+
+    @property
+    def eras(self) -> tuple[str, ...]:
+        """The eras the backend is spoken to in (both, for a dual-era HTTP backend)."""
+        return getattr(self.inner, "eras", ())
+
+    @property
+    def lists_per_client(self) -> bool:
+        return getattr(self.inner, "lists_per_client", False)
 
     @property
     def announces(self) -> bool:
@@ -234,6 +254,8 @@ class RoutedUpstream:
                 if not should_retry(method, exc, attempt, self.policy.retries):
                     raise
                 log.debug("upstream_retry", backend=self.name, method=method, reason=exc.reason, attempt=attempt)
+                if (span := CURRENT.get()) is not None:  # the call's CLIENT span (tracing on)
+                    span.count("mcpgw.upstream.retries")
             await asyncio.sleep(retry_delay(attempt, self._rand))
             attempt += 1
 

@@ -10,7 +10,7 @@ from conftest import http_backend_config, make_config
 
 from gateway.catalogue.fetch import CHANGED_KINDS
 from gateway.catalogue.listings import KINDS
-from gateway.catalogue.merge import snapshot_version
+from gateway.catalogue.merge import combined_version, snapshot_version
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.store import MemorySnapshotStore
 
@@ -131,7 +131,7 @@ async def test_the_kinds_a_backend_declared_are_fetched_page_by_page() -> None:
     service = await offering(upstream)
     snapshot = service.current.snapshots["b"]
     assert [i.key for i in snapshot.lists["prompts"]] == ["p1", "p2"]
-    assert snapshot.offers == {"prompts", "resources", "completions"}
+    assert snapshot.offers == {"tools", "prompts", "resources", "completions"}
     assert ("prompts/list", "1") in upstream.asked
     view = service.view(service.config.tenants["acme"])
     assert [e.exposed for e in view.listing(KINDS[1]).entries] == ["b+x://1"]
@@ -142,8 +142,8 @@ async def test_kinds_a_backend_did_not_declare_are_not_asked_for() -> None:
     service = await offering(upstream)
     assert [method for method, _ in upstream.asked] == ["tools/list"]
     snapshot = service.current.snapshots["b"]
-    assert snapshot.lists == {} and snapshot.offers == frozenset()
-    assert snapshot.version == snapshot_version(GOOD)
+    assert snapshot.lists == {} and snapshot.offers == {"tools"}
+    assert snapshot.version == combined_version(snapshot_version(GOOD), {}, frozenset({"tools"}))
 
 
 async def test_a_declared_list_the_backend_refuses_leaves_that_kind_empty_and_the_rest_fresh() -> None:
@@ -197,7 +197,7 @@ async def test_a_resources_list_changed_lists_resources_and_templates_again() ->
 
 async def test_a_one_kind_refresh_after_a_failed_one_lists_everything() -> None:
     answers: dict[str, list[JsonObject]] = {"tools/list": [{"tools": GOOD}], "prompts/list": [{"prompts": []}]}
-    upstream = OfferingUpstream({"prompts": {}}, answers)
+    upstream = OfferingUpstream({"tools": {}, "prompts": {}}, answers)
     service = await offering(upstream)
     del answers["tools/list"]  # tools/list now fails: the snapshot goes stale
     await service.refresh("b")
@@ -246,3 +246,31 @@ async def test_a_change_announced_during_a_fetch_of_its_kind_is_fetched_after_it
     upstream.held["tools/list"].set()
     await asyncio.wait_for(asyncio.gather(first, second), 5)
     assert listed(service)[0] == ["first", "second"]
+
+
+async def test_a_backend_of_prompts_only_that_refuses_tools_list_has_no_tools_and_is_up() -> None:
+    """A backend that did not declare `tools` answers tools/list with -32601, as the spec lets it: no tools,
+    not a failure (its prompts are still listed)."""
+    upstream = OfferingUpstream({"prompts": {}}, {"prompts/list": [{"prompts": [{"name": "p1"}]}]})
+    service = await offering(upstream)
+    snapshot = service.current.snapshots["b"]
+    assert snapshot.status == "ok" and snapshot.tools == () and [i.key for i in snapshot.lists["prompts"]] == ["p1"]
+
+
+async def test_a_refresh_that_finds_the_same_lists_keeps_the_catalogue_and_moves_the_fetch_time() -> None:
+    """Merging the whole catalogue again for each unchanged backend made a full refresh O(backends x tools)."""
+    now = [1000.0]
+    config = make_config([http_backend_config("b", "http://127.0.0.1:9/mcp")])
+    upstream = PagedUpstream([[GOOD[0], GOOD[1]]])
+    pool: Any = OnePool(upstream)
+    service = CatalogueService(config=config, pool=pool, store=MemorySnapshotStore(), clock=lambda: now[0])
+    await service.refresh_all()
+    first = service.current
+    now[0] += 60
+    await service.refresh_all()
+    assert service.current.entries is first.entries and service.current.version == first.version
+    assert service.current.snapshots["b"].fetched_at == 1060.0
+    upstream.pages = [[GOOD[0]]]  # the backend drops a tool: merged, and the new catalogue served
+    now[0] += 60
+    await service.refresh_all()
+    assert [e.exposed for e in service.current.entries] == ["b__first"]

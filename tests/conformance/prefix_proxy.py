@@ -5,8 +5,13 @@ The suite calls `test_simple_text`, reads `test://static-text`, completes for th
 `conf__test_simple_text` and `conf+test://static-text`, so this proxy rewrites what the suite sends
 (tool and prompt names, resource URIs, completion references, and a 2026 `Mcp-Name` header that
 names the same) unless it already carries the prefix, and nothing else: every reply
-reaches the suite exactly as the gateway sent it, so the gateway's own rewriting of names and URIs
-in results is what the suite checks. Requests pass through byte for byte otherwise, SSE streamed.
+reaches the suite as the gateway sent it, so the gateway's own rewriting of names and URIs in
+results is what the suite checks. Two exceptions, the way a client that knows the namespace reads
+what it compares with its own names: an error naming (in `data.uri`) the very URI the proxy mapped in
+this request names the suite's URI again (SEP-2164's check compares it with the URI it asked for),
+and a JSON `tools/list` result names the tools without the prefix (json-schema-2020-12 looks its tool
+up by name). `replies` keeps every reply as the gateway wrote it, for the test's prefix checks.
+Requests pass through byte for byte otherwise, SSE streamed.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ class PrefixProxy:
     def __init__(self, target: str, namespace: str, separator: str) -> None:
         self.target = target
         # Names the suite took from the gateway's own lists already carry the prefix: left alone.
-        name_prefix, uri_prefix = f"{namespace}{separator}", f"{namespace}+"
+        self.name_prefix = name_prefix = f"{namespace}{separator}"
+        uri_prefix = f"{namespace}+"
         self.name: Callable[[str], str] = lambda name: name if name.startswith(name_prefix) else name_prefix + name
         self.uri: Callable[[str], str] = lambda uri: uri if uri.startswith(uri_prefix) else uri_prefix + uri
         self.rewritten = 0
@@ -49,12 +55,20 @@ class PrefixProxy:
     async def forward(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        mapped: list[tuple[str, str]] = []
+        listing = False
         if request.method == "POST":
-            body = self.rewrite_body(body, headers)
+            body = self.rewrite_body(body, headers, mapped)
+            listing = b'"tools/list"' in body
         async with self.session.request(request.method, self.target, data=body or None, headers=headers,
                                         allow_redirects=False) as upstream:
             reply = web.StreamResponse(status=upstream.status, headers={
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP})
+            if (mapped or listing) and upstream.content_type == "application/json":
+                whole = await upstream.read()
+                self.replies.append(whole)
+                return web.Response(body=self.named_back(whole, mapped), status=upstream.status,
+                                    headers=reply.headers)
             await reply.prepare(request)
             async for chunk in upstream.content.iter_any():
                 self.replies.append(chunk)
@@ -62,8 +76,30 @@ class PrefixProxy:
             await reply.write_eof()
             return reply
 
-    def rewrite_body(self, body: bytes, headers: dict[str, str]) -> bytes:
-        """The body with the suite's names mapped; a 2026 `Mcp-Name` header that matched it, too."""
+    def named_back(self, body: bytes, mapped: list[tuple[str, str]]) -> bytes:
+        """An error that names in `data.uri` a URI this request's mapping made names the suite's own again; a
+        tools/list result names its tools without the prefix."""
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return body
+        result = message.get("result") if isinstance(message, dict) else None
+        if isinstance(result, dict) and isinstance(result.get("tools"), list):
+            for tool in result["tools"]:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    tool["name"] = tool["name"].removeprefix(self.name_prefix)
+            return orjson.dumps(message)
+        error = message.get("error") if isinstance(message, dict) else None
+        data = error.get("data") if isinstance(error, dict) else None
+        back = {new: old for old, new in mapped}
+        if not isinstance(data, dict) or data.get("uri") not in back:
+            return body
+        data["uri"] = back[data["uri"]]
+        return orjson.dumps(message)
+
+    def rewrite_body(self, body: bytes, headers: dict[str, str], mapped: list[tuple[str, str]]) -> bytes:
+        """The body with the suite's names mapped (each (old, new) added to `mapped`); a 2026 `Mcp-Name`
+        header that matched it, too."""
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -71,6 +107,7 @@ class PrefixProxy:
         messages = message if isinstance(message, list) else [message]
         before = self.rewritten
         changed = [self.rewrite(m) for m in messages if isinstance(m, dict)]
+        mapped += filter(None, changed)
         for old, new in filter(None, changed):
             for key, value in headers.items():
                 if key.lower() == "mcp-name" and value.strip() == old:  # a deliberate mismatch stays one

@@ -29,7 +29,7 @@ KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 CRD_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
 GATEWAY = {"app.kubernetes.io/name": "mcp-gateway", "app.kubernetes.io/component": "gateway"}
 CHILD_STOP_SECONDS = 4.0
-"""Stopping a stdio child after the drain: stdin closed, 2 s, SIGTERM, 2 s (upstream/stdio.py STOP_WAIT)."""
+"""Stopping a stdio child after the drain: stdin closed, 2 s, SIGTERM, 2 s (upstream/stdio/upstream.py STOP_WAIT)."""
 
 
 # ---------------------------------------------------------------- loading

@@ -9,6 +9,8 @@ eras from one app; the filter in front of it is what a single-era server answers
 Everything a parity test needs: tools (`add`, `slow` with progress and a log line, `ask`, which
 elicits and samples through the SDK's era-portable resolvers, `locate` with an `x-mcp-header`
 argument, `grow`, which offers one more tool and announces it), a prompt, a resource and a template, and completions.
+Two tools work in one era only, as tools written for one era do: `confirm` asks with `ctx.elicit()` (a live
+request: handshake era only), `pick` returns an `InputRequiredResult` itself (2026 only).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Resolve, Sample
 from mcp.types import Completion, CreateMessageResult, PromptReference, SamplingMessage, TextContent
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 from pydantic import BaseModel, Field
 
 MODERN = "2026-07-28"
@@ -73,6 +76,27 @@ def ask(topic: str, chosen: Annotated[ElicitationResult[Topic], Resolve(choose)]
     content = written.content
     text = content.text if isinstance(content, TextContent) else "?"
     return f"{wanted}: {text}"
+
+
+@server.tool()
+async def confirm(topic: str, ctx: Context) -> str:
+    """Ask the user to confirm, the session way (a live elicitation request)."""
+    answer = await ctx.elicit(f"Write about {topic}?", Topic)
+    return f"{answer.action}: {answer.data.topic if answer.action == 'accept' else topic}"
+
+
+PICK = ElicitRequest(params=ElicitRequestFormParams(
+    message="Which color?", requested_schema={"type": "object", "properties": {"color": {"type": "string"}}}))
+
+
+@server.tool(structured_output=False)
+async def pick(ctx: Context) -> Any:
+    """Ask the user for a color, the 2026 way: an InputRequiredResult, answered by the client's retry."""
+    answer = (ctx.input_responses or {}).get("color")
+    if answer is None:
+        return InputRequiredResult(input_requests={"color": PICK}, request_state="asked-color")
+    content = answer.get("content") if isinstance(answer, dict) else getattr(answer, "content", None)
+    return f"{ctx.request_state}: {(content or {}).get('color')}"
 
 
 @server.tool()

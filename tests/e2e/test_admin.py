@@ -61,7 +61,7 @@ async def test_backends_report_status_tools_refresh_errors_collisions_and_circui
     assert (loser["status"], loser["tools"]) == ("ok", 0)
     assert sorted(c["tool"] for c in loser["collisions"]) == sorted(CALC_TOOLS)
     assert {c["winner"] for c in loser["collisions"]} == {"calc-a"}
-    assert (winner["prompts"], winner["templates"], winner["offers"]) == (1, 1, ["prompts", "resources"])
+    assert (winner["prompts"], winner["templates"], winner["offers"]) == (1, 1, ["prompts", "resources", "tools"])
     assert loser["listing_collisions"] == [
         {"kind": "prompts", "key": "explain", "winner": "calc-a"},
         {"kind": "templates", "key": "calc://squares/{count}", "winner": "calc-a"}]

@@ -258,7 +258,8 @@ async def test_a_valid_token_for_an_unknown_tenant_is_403_not_401(gateway: Start
 async def rs_gateway(gateway: StartGateway, keys: Keys, tmp_path: Path) -> str:
     key_file = tmp_path / "rsa.pem"
     key_file.write_bytes(public_pem(keys.rsa))
-    jwt_section = {"algorithms": ["RS256"], "public_key_file": str(key_file), "issuer": ISSUER, "audience": AUDIENCE}
+    jwt_section = {"algorithms": ["RS256"], "public_key_file": str(key_file), "issuer": ISSUER, "audience": AUDIENCE,
+                   "require_typ": None}  # key handling here; tests/oauth checks RFC 9068 access tokens
     running = await gateway(make_config([], tenants={"acme": {}}, auth={"jwt": jwt_section}))
     return running.url
 
@@ -294,7 +295,7 @@ async def test_attacks_on_an_rs256_gateway_are_refused(rs_gateway: str, keys: Ke
 async def test_eddsa_with_a_public_key_file(gateway: StartGateway, keys: Keys, tmp_path: Path) -> None:
     key_file = tmp_path / "ed25519.pem"
     key_file.write_bytes(public_pem(keys.ed))
-    jwt_section = {"algorithms": ["EdDSA"], "public_key_file": str(key_file)}
+    jwt_section = {"algorithms": ["EdDSA"], "public_key_file": str(key_file), "audience": AUDIENCE, "require_typ": None}
     running = await gateway(make_config([], tenants={"acme": {}}, auth={"jwt": jwt_section}))
     status, body, _ = await bearer(running.url, jwt.encode(claims(), keys.ed, algorithm="EdDSA"))
     assert status == 200, body
@@ -329,7 +330,8 @@ async def jwks(aiohttp_server: Any, keys: Keys) -> Jwks:
 
 @pytest.fixture
 async def jwks_gateway(gateway: StartGateway, jwks: Jwks) -> str:
-    jwt_section = {"algorithms": ["RS256", "ES256"], "jwks_url": jwks.url, "issuer": ISSUER, "audience": AUDIENCE}
+    jwt_section = {"algorithms": ["RS256", "ES256"], "jwks_url": jwks.url, "issuer": ISSUER, "audience": AUDIENCE,
+                   "require_typ": None}
     running = await gateway(make_config([], tenants={"acme": {}}, auth={"jwt": jwt_section}))
     return running.url
 
@@ -379,13 +381,12 @@ async def test_protected_resource_metadata_at_both_well_known_urls(gateway: Star
     running = await gateway(hs_config(resource_metadata=metadata))
     origin = running.base.rstrip("/")
     async with aiohttp.ClientSession() as session:
-        for path, resource in (("/.well-known/oauth-protected-resource/mcp", running.url),
-                               ("/.well-known/oauth-protected-resource", origin)):
+        for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
             async with session.get(origin + path) as resp:
                 assert resp.status == 200
                 body = await resp.json()
-            # RFC 9728 §3.3: `resource` is the identifier the well-known URL was built from
-            assert body["resource"] == resource
+            # both name the MCP endpoint: a client discovering from the root asks for a token the gateway takes
+            assert body["resource"] == running.url
             assert body["authorization_servers"] == ["https://idp.test"]
             assert body["scopes_supported"] == ["mcpgw:admin", "tools"]
             assert "header" in body["bearer_methods_supported"]
@@ -411,7 +412,7 @@ async def test_public_url_names_the_resource_and_the_metadata(gateway: StartGate
         async with session.get(running.base + ".well-known/oauth-protected-resource/mcp") as resp:
             assert (await resp.json())["resource"] == "https://gw.example.com/mcp"
         async with session.get(running.base + ".well-known/oauth-protected-resource") as resp:
-            assert (await resp.json())["resource"] == "https://gw.example.com"
+            assert (await resp.json())["resource"] == "https://gw.example.com/mcp"
 
 
 async def test_bearer_methods_follow_the_enabled_token_sources(gateway: StartGateway) -> None:

@@ -80,3 +80,16 @@ def test_a_secret_variable_set_but_empty_fails(tmp_path: Path) -> None:
     checked = check_config(tmp_path, raw, GATEWAY_SECRET="")
     assert (checked.returncode, checked.stderr) == (
         1, "config error: auth.jwt.secret: environment variable GATEWAY_SECRET is not set\n")
+
+
+def test_rules_that_never_apply_and_globs_that_match_nothing_are_warned_of(tmp_path: Path) -> None:
+    rules = [{"name": "no-calc", "effect": "deny", "tools": ["calc__*"]},
+             {"name": "leads-add", "effect": "allow", "callers": {"groups": ["leads"]}, "tools": ["calc__add"]},
+             {"name": "typo", "effect": "allow", "tools": ["clac__*"]}]
+    checked = check_config(tmp_path, config(tenants={"acme": {"backends": ["*"], "rules": rules}}))
+    assert checked.returncode == 0, checked.stderr  # warnings: the config still loads and serves
+    warnings = [line for line in checked.stdout.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: tenants.acme.rules[1] (leads-add) never applies in tenant acme: tenants.acme.rules[0] (no-calc) "
+        "comes first and covers every caller and item it names",
+        "warning: tenants.acme.rules[2].tools[0]: 'clac__*' matches no name of tenant acme's backends"]

@@ -35,6 +35,16 @@ TOOLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+def untraced(params: dict[str, Any]) -> dict[str, Any]:
+    """A request's params without its W3C trace context: through the gateway the backend continues the
+    request's trace (the gateway passes one in `_meta`), and its SDK sends it on in its own requests."""
+    meta = params.get("meta")
+    if isinstance(meta, dict):
+        meta = {key: value for key, value in meta.items() if key not in ("traceparent", "tracestate")} or None
+        params = {**params, "meta": meta}
+    return params
+
+
 class Recorder:
     """The SDK client's callbacks: they answer like a real client would and record what they were asked."""
 
@@ -44,13 +54,13 @@ class Recorder:
         self.logs: list[tuple[str, Any]] = []
 
     async def sampling(self, context: Any, params: Any) -> CreateMessageResult:
-        self.asked.append(("sampling", params.model_dump()))
+        self.asked.append(("sampling", untraced(params.model_dump())))
         text = f"{self.label}: {len(params.messages)} message(s)"
         return CreateMessageResult(role="assistant", content=TextContent(type="text", text=text), model="test-model")
 
     async def elicitation(self, context: Any, params: Any) -> ElicitResult:
         asked = params.model_dump(exclude={"elicitation_id"})  # minted per call by the backend
-        self.asked.append(("elicitation", asked))
+        self.asked.append(("elicitation", untraced(asked)))
         await asyncio.sleep(0.2)  # a user takes a moment: concurrent calls overlap
         if getattr(params, "mode", None) == "url":
             return ElicitResult(action="accept")

@@ -50,3 +50,49 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     forced = gateway(tmp_path, "init", str(path), "--force")
     assert forced.returncode == 0, forced.stderr
     assert path.read_text(encoding="utf-8").startswith("# A starter config")
+
+
+def test_the_commented_rule_works_once_uncommented(tmp_path: Path) -> None:
+    from importlib.resources import files
+
+    import yaml
+
+    from gateway.config import parse_config
+    from gateway.policy import Item, Principal
+
+    text = (files("gateway") / "starter_config.yaml").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "# default: allow")
+    for i in range(start, len(lines)):
+        if not lines[i].startswith("    # "):
+            break
+        lines[i] = "    " + lines[i][len("    # "):]
+    raw = re.sub(r"@\w+_KEY_SHA256@", "a" * 64, "\n".join(lines))
+    policy = parse_config(yaml.safe_load(raw), {}).tenants["team"].policy
+    evaluate = Item("tools", "calc__evaluate", "calc")
+    assert [rule.name for rule in policy.rules] == ["leads-evaluate", "others-no-evaluate"]
+    assert policy.decide(Principal("team", "a", groups=frozenset({"leads"})), evaluate).overlay == {
+        "expression": {"maxLength": 40}}
+    assert not policy.decide(Principal("team", "b"), evaluate).allowed
+
+
+def test_the_commented_virtual_server_works_once_uncommented() -> None:
+    from importlib.resources import files
+
+    import yaml
+
+    from gateway.config import parse_config
+
+    text = (files("gateway") / "starter_config.yaml").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = lines.index("# servers:")
+    for i in range(start, len(lines)):
+        if not lines[i].startswith("# "):
+            break
+        lines[i] = lines[i][len("# "):]
+    raw = re.sub(r"@\w+_KEY_SHA256@", "a" * 64, "\n".join(lines))
+    server = parse_config(yaml.safe_load(raw), {}).servers["temperatures"]
+    assert server.admits("team") and not server.admits("ops")
+    (tool,) = server.tools
+    assert (tool.backend, tool.tool, tool.name, dict(tool.fixed)) == (
+        "calc", "convert_units", "to_celsius", {"from_unit": "f", "to_unit": "c"})

@@ -161,22 +161,21 @@ async def test_capabilities_name_only_what_each_tenant_is_served(
     capabilities = {name: client.initialized["result"]["capabilities"]  # type: ignore[attr-defined]
                     for name, client in (("alpha", alpha), ("beta", beta), ("gamma", gamma))}
     changed = {"listChanged": True}
-    logging: dict[str, Any] = {}  # every tenant: the gateway keeps each client's level and filters by it
-    assert capabilities["gamma"] == {"tools": changed, "logging": logging}
+    # no logging: none of the demo servers declares it (a capability is offered only where a backend serves it)
+    assert capabilities["gamma"] == {"tools": changed}
     # calc's one resource template is denied to alpha: no resources left to advertise
-    assert capabilities["alpha"] == {"tools": changed, "prompts": changed, "logging": logging}
-    assert capabilities["beta"] == {"tools": changed, "prompts": changed, "resources": changed, "completions": {},
-                                    "logging": logging}
+    assert capabilities["alpha"] == {"tools": changed, "prompts": changed}
+    assert capabilities["beta"] == {"tools": changed, "prompts": changed, "resources": changed, "completions": {}}
 
 
 async def test_globs_that_hide_every_prompt_and_resource_take_those_capabilities_away(
         raw_client: Any, gateway_url: str) -> None:
     delta = await _client(raw_client, gateway_url, "delta")
     changed = {"listChanged": True}
-    assert delta.initialized["result"]["capabilities"] == {"tools": changed, "logging": {}}  # type: ignore[attr-defined]
+    assert delta.initialized["result"]["capabilities"] == {"tools": changed}  # type: ignore[attr-defined]
     async with aiohttp.ClientSession() as session:
         stateless = StatelessClient(session, gateway_url, make_token("delta"))
         status, body, _ = await stateless.post(stateless.request("server/discover"))
     assert status == 200
-    assert set(body["result"]["capabilities"]) == {"tools", "logging"}
+    assert set(body["result"]["capabilities"]) == {"tools"}
     assert await _all(delta, "prompts/list", "prompts", "name") == []

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 from conftest import RawClient, StartGateway, make_config, make_token
-from shared_state.helpers import GetStream
+from shared_state.helpers import listening_sessions
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,12 +24,8 @@ async def world(gateway: StartGateway, raw_client: Any) -> Any:
     config = make_config([{"name": "chg", "transport": "stdio", "command": BACKEND}], tenants=TENANTS)
     running = await gateway(config)
     async with aiohttp.ClientSession() as http:
-        clients, streams = {}, {}
-        for tenant in TENANTS:
-            client: RawClient = raw_client(running.url, make_token(tenant))
-            await client.initialize()
-            clients[tenant] = client
-            streams[tenant] = await GetStream(http, running.url, client.token or "", client.session_id or "").open()
+        clients, streams = await listening_sessions(
+            http, running.url, lambda tenant: raw_client(running.url, make_token(tenant)), TENANTS)
         yield clients, streams
         for stream in streams.values():
             await stream.close()

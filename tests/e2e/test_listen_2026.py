@@ -52,7 +52,10 @@ async def running(request: Any, gateway: StartGateway) -> AsyncIterator[Any]:
         if request.param == "stdio":
             backend = {"name": "w", "transport": "stdio", "command": BACKEND}
         else:
-            backend = {"name": "w", "transport": "http", "url": await stack.enter_async_context(http_watched())}
+            # pinned: the SDK serves this low-level server at 2026 too, where it does not listen for resources;
+            # in a session it takes resources/subscribe, which the gateway bridges to 2026 listen streams
+            backend = {"name": "w", "transport": "http", "url": await stack.enter_async_context(http_watched()),
+                       "protocol": "handshake"}
         yield await gateway(make_config([backend], tenants=TENANTS))
 
 

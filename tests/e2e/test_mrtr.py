@@ -31,11 +31,13 @@ EVERY_BACKEND = {"backends": ["*"]}
 
 async def start(http_backend: StartBackend, gateway: StartGateway, **mrtr: Any) -> dict[str, Any]:
     """The assistant backend over HTTP (`web`) and as a stdio child (`local`), and the holding backend
-    (`hold`, stdio: its tools, prompt and resource ask their client), behind one gateway."""
+    (`hold`, stdio: its tools, prompt and resource ask their client), behind one gateway. `web` is pinned to
+    the handshake era: the assistant serves both eras, so `auto` would meet a 2026 client at 2026, where its
+    session-style questions (ctx.elicit) have no back-channel, as directly; pinned, the gateway bridges them."""
     web = await http_backend("assistant")
     local = {"name": "local", "transport": "stdio", "command": stdio_command("assistant"), "cwd": str(REPO_ROOT)}
     hold = {"name": "hold", "transport": "stdio", "command": HOLDING}
-    config = make_config([http_backend_config("web", web.url), local, hold],
+    config = make_config([http_backend_config("web", web.url, protocol="handshake"), local, hold],
                          tenants={"acme": EVERY_BACKEND, "globex": EVERY_BACKEND}, mrtr=mrtr)
     return {"gateway": await gateway(config), "web": web.url}
 

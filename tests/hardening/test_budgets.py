@@ -17,7 +17,7 @@ from conftest import RawClient, StartGateway, make_config, make_token, stdio_bac
 
 from gateway import keys
 from gateway.protocol import spec
-from gateway.transport.streams import REPLAY_EVENTS
+from gateway.transport.http.streams import REPLAY_EVENTS
 from hardening.helpers import until
 
 pytestmark = pytest.mark.timeout(120)

@@ -32,7 +32,9 @@ JWT_SECRET = "lower-bounds-secret-0123456789abcdef"
 EVERY_MODULE = """
 import pkgutil, importlib, gateway
 for module in pkgutil.walk_packages(gateway.__path__, "gateway."):
-    if not module.name.startswith(("gateway.demo", "gateway.__main__")):  # demo: the `demo` extra; main: runs
+    if not module.name.startswith(("gateway.demo", "gateway.__main__", "gateway.tracing.provider",
+                                   "gateway.tracing.spans", "gateway.catalogue.semantic")):
+        # the `demo`, `otel` and `semantic` extras; main: runs
         importlib.import_module(module.name)
 """
 

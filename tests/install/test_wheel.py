@@ -44,6 +44,9 @@ def test_the_wheel_holds_every_module_the_default_config_and_no_top_level_backen
     assert {name for name in names if name.endswith(".py")} == source | demo
     assert "gateway/default_config.yaml" in names
     assert "gateway/starter_config.yaml" in names  # what `mcp-gateway init` writes
+    static = {f"gateway/admin/static/{p.name}" for p in (REPO_ROOT / "gateway" / "admin" / "static").iterdir()}
+    assert static == {f"gateway/admin/static/{name}" for name in ("index.html", "app.js", "style.css")}
+    assert static <= names  # the status page, served with no network and no build step
 
 
 def test_check_config_validates_the_bundled_config_outside_the_repository(demo_venv: Venv) -> None:

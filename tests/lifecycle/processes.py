@@ -182,6 +182,11 @@ class GatewayProcess:
         except TimeoutError:
             pytest.fail(f"gateway still running {timeout:g}s later\n{self.output()}")
 
+    async def expect_exit(self, status: int, timeout: float = EXIT_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Wait for the exit; a different status fails with everything the gateway wrote."""
+        code = await self.wait_exit(timeout)
+        assert code == status, f"exit status {code}, expected {status}\n{self.output()}"
+
     def signal(self, sig: signal.Signals) -> None:
         os.kill(self.pid, sig)
 

@@ -109,7 +109,7 @@ async def test_sigterm_lets_the_call_in_flight_finish_and_stops_everything(start
         assert refused_at - signalled < grace
         await asyncio.wait_for(stream, 5)  # the GET stream was ended, cleanly
 
-    assert await gateway.wait_exit() == 0
+    await gateway.expect_exit(0)
     assert await wait_gone(children) == [], "stdio children must not outlive the gateway"
     stopped = gateway.event("gateway_stopped")
     assert stopped["exit_status"] == 0 and stopped["reason"] == "SIGTERM"
@@ -132,7 +132,7 @@ async def test_new_connections_are_refused_once_the_grace_is_over(start_gateway:
         with pytest.raises((aiohttp.ClientError, AssertionError)):
             await asyncio.wait_for(call.task, 5)  # cut off: the gateway does not wait any longer
 
-    assert await gateway.wait_exit() == 0
+    await gateway.expect_exit(0)
     assert await wait_gone(children) == []
     assert gateway.event("gateway_stopped")["requests_cancelled"] == 1
 
@@ -147,7 +147,7 @@ async def test_a_second_signal_forces_the_exit(start_gateway: Any, tmp_path: Pat
         await _until_status(gateway.url("/readyz"), 503, timeout=2)
         gateway.signal(signal.SIGTERM)
         started = time.monotonic()
-        assert await gateway.wait_exit(timeout=10) == 1
+        await gateway.expect_exit(1, timeout=10)
         assert time.monotonic() - started < 5  # not the 30 s grace
         call.task.cancel()
         await asyncio.gather(call.task, return_exceptions=True)
@@ -159,7 +159,7 @@ async def test_an_idle_gateway_stops_at_once_on_sigint(start_gateway: Any, tmp_p
     gateway, children = await _serving(start_gateway, tmp_path, grace=20.0)
     started = time.monotonic()
     gateway.signal(signal.SIGINT)
-    assert await gateway.wait_exit() == 0
+    await gateway.expect_exit(0)
     assert time.monotonic() - started < 5
     assert await wait_gone(children) == []
     assert gateway.event("gateway_stopped")["reason"] == "SIGINT"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lifecycle.processes import (
+    API_KEY,
     HOST,
     MCP_HEADERS,
     GatewayProcess,
@@ -64,7 +66,7 @@ def _healthz_owner(port: int, workers: list[int]) -> int | None:
 async def test_more_than_one_worker_without_redis_is_refused(start_gateway: Any, tmp_path: Path) -> None:
     port = free_port()
     gateway = await start_gateway(gateway_config(tmp_path, port=port), port, "--workers", "2", ready=False)
-    assert await gateway.wait_exit() == 2
+    await gateway.expect_exit(2)
     assert "store.redis_url" in gateway.output()
 
 
@@ -85,7 +87,7 @@ async def test_two_workers_answer_on_one_port_and_sigterm_stops_them_all(start_g
     assert answered == set(workers), "both workers should accept connections on the shared port"
 
     gateway.signal(signal.SIGTERM)
-    assert await gateway.wait_exit() == 0
+    await gateway.expect_exit(0)
     assert await wait_gone(everything) == []
     assert len([e for e in gateway.events() if e.get("event") == "gateway_stopped"]) == 2
 
@@ -111,7 +113,7 @@ async def test_a_session_works_on_every_worker(start_gateway: Any, tmp_path: Pat
             assert response.status == 200
             assert any(t["name"] == "calc__add" for t in (await response.json())["result"]["tools"])
     gateway.signal(signal.SIGTERM)
-    assert await gateway.wait_exit() == 0
+    await gateway.expect_exit(0)
 
 
 @pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
@@ -139,7 +141,49 @@ async def test_metrics_add_up_every_workers_requests(start_gateway: Any, tmp_pat
             await asyncio.sleep(0.1)
     assert counted == calls
     gateway.signal(signal.SIGTERM)
-    assert await gateway.wait_exit() == 0
+    await gateway.expect_exit(0)
+
+
+@pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
+async def test_the_status_page_counts_every_workers_calls_and_sees_each_worker(start_gateway: Any,
+                                                                             tmp_path: Path) -> None:
+    """In multiprocess mode the traffic window reads what a scrape renders: every worker's files."""
+    port, admin = free_port(), "workers-admin-key"
+    keys = [{"sha256": hashlib.sha256(key.encode()).hexdigest(), "tenant": "acme", "subject": "lifecycle",
+             "scopes": scopes} for key, scopes in ((API_KEY, []), (admin, ["mcpgw:admin"]))]
+    config = gateway_config(tmp_path, port=port, grace=5.0, auth={"api_keys": keys}, metrics={"token": SCRAPE_TOKEN},
+                            store={"redis_url": REDIS_URL, "key_prefix": f"mcpgw-test-{uuid.uuid4().hex[:8]}:"})
+    gateway = await start_gateway(config, port, "--workers", "2")
+    async with aiohttp.ClientSession() as opener:
+        session_id = await initialize(opener, gateway.url())
+    calls = 12
+    for n in range(calls):  # a new connection each time, so both workers get some
+        body = orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                             "params": {"name": "calc__add", "arguments": {"a": n, "b": 1}}})
+        async with aiohttp.ClientSession() as http, \
+                http.post(gateway.url(), data=body, headers={**MCP_HEADERS, "Mcp-Session-Id": session_id}) as reply:
+            assert reply.status == 200
+    headers = {"Authorization": f"Bearer {admin}"}
+    async with aiohttp.ClientSession() as http:
+        for _ in range(50):  # the other worker hands its counts over within FLUSH_SECONDS
+            async with http.get(gateway.url("/admin/backends"), headers=headers) as response:
+                assert response.status == 200
+                [calc] = (await response.json())["backends"]
+            if calc["traffic"]["calls"] == calls:
+                break
+            await asyncio.sleep(0.1)
+        assert (calc["traffic"]["calls"], calc["traffic"]["totals"]["calls"]) == (calls, calls)
+        async with http.get(gateway.url("/metrics"), headers=SCRAPE) as response:
+            text = await response.text()
+        counted = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                      if s.name == "mcpgw_tool_calls_total" and s.labels["backend"] == "calc")
+        assert counted == calls
+        async with http.get(gateway.url("/admin/replicas"), headers=headers) as response:
+            seen = await response.json()
+    assert sorted(r["pid"] for r in seen["replicas"]) == sorted(children_of(gateway.pid))
+    assert seen["config_versions"] == 1
+    gateway.signal(signal.SIGTERM)
+    await gateway.expect_exit(0)
 
 
 @pytest.mark.skipif(not _redis_up(), reason="Redis on 127.0.0.1:6379 is not running")
@@ -149,7 +193,7 @@ async def test_a_worker_dying_right_after_start_stops_the_rest_instead_of_loopin
     gateway = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
     everything = gateway.tree()
     os.kill(children_of(gateway.pid)[0], signal.SIGKILL)
-    assert await gateway.wait_exit() == 1
+    await gateway.expect_exit(1)
     assert await wait_gone(everything) == []
     assert gateway.event("workers_crash_loop")
 
@@ -160,5 +204,5 @@ async def test_workers_whose_parent_is_killed_drain_and_exit(start_gateway: Any,
     gateway = await start_gateway(_redis_config(tmp_path, port), port, "--workers", "2")
     everything = gateway.tree()
     gateway.signal(signal.SIGKILL)
-    assert await gateway.wait_exit() == -signal.SIGKILL
+    await gateway.expect_exit(-signal.SIGKILL)
     assert await wait_gone(everything, timeout=15) == [], "orphaned workers must not live on"

@@ -164,3 +164,11 @@ def test_the_dashboard_is_importable_with_its_variables() -> None:
             assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_the_dashboard_links_to_the_status_page_at_the_gateway_it_is_told_of() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["gateway_url"]["type"] == "textbox" and variables["gateway_url"]["query"].startswith("http")
+    [link] = [link for link in dashboard["links"] if link["title"] == "Status page"]
+    assert (link["type"], link["url"], link["targetBlank"]) == ("link", "${gateway_url}/admin/", True)

@@ -49,6 +49,21 @@ async def test_readiness_reports_each_verdict_without_being_asked_by_a_probe() -
         watcher.cancel()
 
 
+async def test_the_watch_stops_when_it_is_cancelled_in_the_turn_its_gate_opens() -> None:
+    """A SIGTERM during start-up: the first build (from the shared store) opened the gate as shutdown
+    cancelled the watch. asyncio.wait_for on 3.11 returned the gate's result then, swallowing the
+    cancel, and the worker hung in its cleanup until SIGKILLed."""
+    built = asyncio.Event()
+    readiness = Readiness()
+    readiness.gate("catalogue not built yet", built)
+    watcher = asyncio.create_task(readiness.watch(seconds=30))
+    await asyncio.sleep(0.01)  # waiting for the gate
+    built.set()
+    watcher.cancel()
+    done, _ = await asyncio.wait({watcher}, timeout=5)
+    assert watcher in done and watcher.cancelled()
+
+
 async def test_the_gauges_follow_sessions_and_readiness_of_a_running_gateway(
     gateway: StartGateway, raw_client: Any
 ) -> None:

@@ -8,8 +8,8 @@ import orjson
 import pytest
 from multidict import CIMultiDict
 
-from gateway.errors import GatewayError, HeaderMismatch
 from gateway.protocol import eras
+from gateway.protocol.errors import GatewayError, HeaderMismatch
 
 MODERN = "2026-07-28"
 VERSION, CAPABILITIES = "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"

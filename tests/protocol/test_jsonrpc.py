@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.errors import InvalidParams, InvalidRequest, ParseError
 from gateway.protocol import spec
+from gateway.protocol.errors import InvalidParams, InvalidRequest, ParseError
 from gateway.protocol.jsonrpc import Message, dumps, error_response, loads, parse_message, result_response
 
 NOT_JSON_RPC = "Invalid Request: not a JSON-RPC 2.0 message"

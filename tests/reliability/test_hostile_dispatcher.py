@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.store import MemorySnapshotStore
 from gateway.dispatch import Dispatcher
-from gateway.errors import GatewayError
 from gateway.protocol import jsonrpc
+from gateway.protocol.errors import GatewayError
 from gateway.tenancy import Principal, RequestContext
 from gateway.upstream.base import JsonObject
 from reliability.strategies import any_message

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import aiohttp
@@ -120,12 +121,32 @@ class GetStream:
             self._response.close()
 
 
+async def listening_sessions(http: aiohttp.ClientSession, url: str, open_client: Callable[[str], Any],
+                             tenants: Iterable[str]) -> tuple[dict[str, Any], dict[str, GetStream]]:
+    """One initialized session per tenant (`open_client(tenant)` makes its client), each with its GET
+    stream open: what a test of which tenants hear a change starts from."""
+    clients, streams = {}, {}
+    for tenant in tenants:
+        client = open_client(tenant)
+        await client.initialize()
+        clients[tenant] = client
+        streams[tenant] = await GetStream(http, url, client.token or "", client.session_id or "").open()
+    return clients, streams
+
+
 class CountingBackend:
-    """A minimal Streamable HTTP MCP backend that counts the tools/list requests it answers."""
+    """A minimal Streamable HTTP MCP backend that counts the tools/list requests it answers.
+
+    `lists` counts those of sessions that declared no client capabilities: one per catalogue refresh. The
+    catalogue also lists each backend in a session declaring every capability it relays (to find tools
+    listed to capable clients only, catalogue.variants); those are counted in `probes`."""
 
     def __init__(self, tools: int = 3) -> None:
         self.tools = tools
         self.lists = 0
+        self.probes = 0
+        self._declaring: set[str] = set()  # the sessions whose initialize declared capabilities
+        self._sessions = itertools.count(1)
         self.app = web.Application()
         self.app.router.add_route("*", "/mcp", self.handle)
 
@@ -135,16 +156,24 @@ class CountingBackend:
         body = orjson.loads(await request.read())
         if "id" not in body:
             return web.Response(status=202)
-        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": self.result(body)},
-                                 headers={"Mcp-Session-Id": "counting"})
+        session = request.headers.get("Mcp-Session-Id")
+        if body["method"] == "initialize":
+            session = f"counting-{next(self._sessions)}"
+            if body["params"].get("capabilities"):
+                self._declaring.add(session)
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": self.result(body, session)},
+                                 headers={"Mcp-Session-Id": session or "counting"})
 
-    def result(self, body: dict[str, Any]) -> dict[str, Any]:
+    def result(self, body: dict[str, Any], session: str | None = None) -> dict[str, Any]:
         method = body["method"]
         if method == "initialize":
             return {"protocolVersion": body["params"]["protocolVersion"], "capabilities": {"tools": {}},
                     "serverInfo": {"name": "counting", "version": "1"}}
         if method == "tools/list":
-            self.lists += 1
+            if session in self._declaring:
+                self.probes += 1
+            else:
+                self.lists += 1
             return {"tools": [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(self.tools)]}
         if method == "tools/call":
             return {"content": [{"type": "text", "text": body["params"]["name"]}], "isError": False}

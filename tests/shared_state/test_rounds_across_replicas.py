@@ -1,6 +1,7 @@
 """A 2026 client's retry may reach another replica than the one whose backend call waits for it: the
 retry's replica checks the state (the replicas share its key through Redis) and passes the answers
-to the replica holding the round over the store's event channel, then returns what comes back."""
+to the replica holding the round over the store's event channel, then returns what comes back. The assistant
+is pinned to the handshake era so that its session-style questions are bridged (see e2e.test_mrtr.start)."""
 
 from __future__ import annotations
 
@@ -59,18 +60,18 @@ async def balanced(urls: list[str], token: str, **callbacks: Any) -> AsyncIterat
 async def test_the_replicas_share_one_state_key_through_redis_unless_one_is_configured(
         replicas: StartReplicas, http_backend: StartBackend, shared_redis: Any, redis_prefix: str) -> None:
     assistant = await http_backend("assistant")
-    a, b = await replicas(2, [http_backend_config("web", assistant.url)])
+    a, b = await replicas(2, [http_backend_config("web", assistant.url, protocol="handshake")])
     stored = await shared_redis.get(f"{redis_prefix}mrtr:key")
     assert stored and a.app[keys.ROUNDS].seal.keys[0] == b.app[keys.ROUNDS].seal.keys[0] == stored
     secret = "s" * 40
-    c, = await replicas(1, [http_backend_config("web", assistant.url)], mrtr={"secret": secret})
+    c, = await replicas(1, [http_backend_config("web", assistant.url, protocol="handshake")], mrtr={"secret": secret})
     assert c.app[keys.ROUNDS].seal.keys == [secret.encode()]
 
 
 async def test_a_retry_on_b_reaches_the_call_held_on_a(
         replicas: StartReplicas, http_backend: StartBackend) -> None:
     assistant = await http_backend("assistant")
-    a, b = await replicas(2, [http_backend_config("web", assistant.url)])
+    a, b = await replicas(2, [http_backend_config("web", assistant.url, protocol="handshake")])
     async with aiohttp.ClientSession() as session:
         on_a, on_b = (StatelessClient(session, replica.url, make_token("acme")) for replica in (a, b))
         message, result = await first_round(on_a)
@@ -89,7 +90,7 @@ async def test_a_retry_on_b_reaches_the_call_held_on_a(
 async def test_b_refuses_a_tampered_state_without_asking_a(
         replicas: StartReplicas, http_backend: StartBackend) -> None:
     assistant = await http_backend("assistant")
-    a, b = await replicas(2, [http_backend_config("web", assistant.url)])
+    a, b = await replicas(2, [http_backend_config("web", assistant.url, protocol="handshake")])
     async with aiohttp.ClientSession() as session:
         on_a, on_b = (StatelessClient(session, replica.url, make_token("acme")) for replica in (a, b))
         mallory = StatelessClient(session, b.url, make_token("acme", sub="mallory"))
@@ -106,7 +107,7 @@ async def test_b_refuses_a_tampered_state_without_asking_a(
 async def test_the_sdk_client_behind_a_balancer_gets_every_answer_through(
         replicas: StartReplicas, http_backend: StartBackend) -> None:
     assistant = await http_backend("assistant")
-    a, b = await replicas(2, [http_backend_config("web", assistant.url)])
+    a, b = await replicas(2, [http_backend_config("web", assistant.url, protocol="handshake")])
     asked = Recorder()
     async with balanced([a.url, b.url], make_token("acme"), **asked.callbacks()) as client:
         got = [(await client.call_tool(f"web__{tool}", args)).model_dump() for tool, args in TOOLS]
@@ -140,7 +141,8 @@ async def test_two_gateway_processes_on_one_redis(
         for index in range(2):
             port, directory = free_port(), tmp_path / f"replica{index}"
             directory.mkdir()
-            config = gateway_config(directory, port=port, backends=[http_backend_config("web", assistant.url)],
+            web = http_backend_config("web", assistant.url, protocol="handshake")
+            config = gateway_config(directory, port=port, backends=[web],
                                     store=store_config("redis://127.0.0.1:6379/0", redis_prefix))
             processes.append(await GatewayProcess.start(config, port))
         for process in processes:

@@ -150,7 +150,7 @@ def test_a_snapshot_record_keeps_its_tools_as_plain_json_objects() -> None:
     assert orjson.loads(encode_snapshot(stored())) == {
         "backend": "calc", "tools": list(TOOLS), "version": snapshot_version(TOOLS), "fetched_at": 100.0,
         "status": "stale", "error": "timeout", "checked_at": 99.5, "lists": {}, "offers": [],
-        "versions": {},
+        "versions": {}, "needs": {},  # needs: the client traits a tool is listed for, by its index in tools
     }
 
 

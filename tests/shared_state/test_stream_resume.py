@@ -13,7 +13,7 @@ from backend_fixtures import StartBackend
 from conftest import RawClient, http_backend_config, make_token
 
 from gateway import keys
-from gateway.transport.streams import REPLAY_EVENTS, StreamHub
+from gateway.transport.http.streams import REPLAY_EVENTS, StreamHub
 from shared_state.conftest import StartReplicas, needs_shared_redis
 from shared_state.helpers import GetStream
 
@@ -48,6 +48,16 @@ def test_every_catch_up_message_comes_in_order_with_its_own_id() -> None:
     replayed = hub.replay("s", "e2-1")
     assert [orjson.loads(d) for _, d in replayed] == kinds
     assert len({event_id for event_id, _ in replayed}) == 3
+
+
+def test_a_hub_reaches_the_tenants_of_open_and_of_dropped_streams_until_their_session_ends() -> None:
+    hub = StreamHub(epoch="e1")
+    queue = hub.open("s1", "acme")
+    hub.open("s2", "globex")
+    hub.detach("s1", queue)  # dropped: its events are kept for a resume
+    assert hub.reached() == {"acme", "globex"}
+    hub.forget("s1")
+    assert hub.reached() == {"globex"}
 
 
 def test_events_pushed_out_of_the_buffer_get_the_catch_up_and_no_catch_up_means_nothing() -> None:

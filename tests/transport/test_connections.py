@@ -1,4 +1,4 @@
-"""gateway.transport.connections: the deadlines and the cap, decided with a clock the test moves.
+"""gateway.transport.http.connections: the deadlines and the cap, decided with a clock the test moves.
 
 The transports here only record what the guard did to them (the served process is attacked
 for real in tests/hardening/test_connections.py).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.transport.connections import HEADERS_TIMED_OUT, REFUSED, Connections, GuardedConnection
+from gateway.transport.http.connections import HEADERS_TIMED_OUT, REFUSED, Connections, GuardedConnection
 
 
 class Transport:

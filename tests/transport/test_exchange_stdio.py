@@ -12,7 +12,7 @@ from conftest import make_config
 
 from gateway.components import build_components
 from gateway.transport.exchange import Exchange
-from gateway.transport.stdio import StdioClient
+from gateway.transport.stdio.connection import StdioClient
 
 pytestmark = pytest.mark.timeout(30)
 

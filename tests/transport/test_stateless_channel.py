@@ -9,7 +9,7 @@ import pytest
 
 from gateway.protocol.eras import Envelope
 from gateway.transport.channel import ChannelClosed, PendingAsks
-from gateway.transport.http import PostStream
+from gateway.transport.http.endpoint import PostStream
 from gateway.transport.modern import NoBackChannel
 
 

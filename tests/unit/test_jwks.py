@@ -303,8 +303,10 @@ async def test_a_document_sent_in_several_chunks_is_read_whole(idp: tuple[Idp, s
 
 
 def claims() -> dict[str, Any]:
+    """An RFC 9068 access token's claims (its header names `typ: at+jwt`)."""
     now = int(time.time())
-    return {"sub": "alice", "tenant": "acme", "iat": now, "exp": now + 300}
+    return {"sub": "alice", "tenant": "acme", "iat": now, "exp": now + 300, "iss": "https://idp.test",
+            "aud": "https://gw.test/mcp", "client_id": "app", "jti": f"jti-{now}"}
 
 
 def jwks_verifier(cache: JwksCache) -> JwtVerifier:
@@ -314,13 +316,13 @@ def jwks_verifier(cache: JwksCache) -> JwtVerifier:
 async def test_the_verifier_checks_tokens_with_the_key_named_by_kid(make_cache: MakeCache, keys: Keys) -> None:
     verifier = jwks_verifier(make_cache())
     rsa_body, ec_body = claims(), claims() | {"sub": "bob"}
-    rsa_token = jwt.encode(rsa_body, pem(keys.rsa1), algorithm="RS256", headers={"kid": "k1"})
-    ec_token = jwt.encode(ec_body, pem(keys.ec1), algorithm="ES256", headers={"kid": "e1"})
+    rsa_token = jwt.encode(rsa_body, pem(keys.rsa1), algorithm="RS256", headers={"kid": "k1", "typ": "at+jwt"})
+    ec_token = jwt.encode(ec_body, pem(keys.ec1), algorithm="ES256", headers={"kid": "e1", "typ": "at+jwt"})
     assert (await verifier.verify(rsa_token), await verifier.verify(ec_token)) == (rsa_body, ec_body)
 
 
 async def test_the_verifier_refuses_an_unknown_kid(make_cache: MakeCache, keys: Keys) -> None:
-    token = jwt.encode(claims(), pem(keys.rsa2), algorithm="RS256", headers={"kid": "k9"})
+    token = jwt.encode(claims(), pem(keys.rsa2), algorithm="RS256", headers={"kid": "k9", "typ": "at+jwt"})
     with pytest.raises(InvalidToken) as info:
         await jwks_verifier(make_cache()).verify(token)
     assert info.value.reason == "unknown_kid"
@@ -328,7 +330,7 @@ async def test_the_verifier_refuses_an_unknown_kid(make_cache: MakeCache, keys: 
 
 async def test_the_verifier_refuses_a_token_signed_by_another_key_under_a_known_kid(
         make_cache: MakeCache, keys: Keys) -> None:
-    token = jwt.encode(claims(), pem(keys.rsa2), algorithm="RS256", headers={"kid": "k1"})
+    token = jwt.encode(claims(), pem(keys.rsa2), algorithm="RS256", headers={"kid": "k1", "typ": "at+jwt"})
     with pytest.raises(InvalidToken) as info:
         await jwks_verifier(make_cache()).verify(token)
     assert info.value.reason == "signature"

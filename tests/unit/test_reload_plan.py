@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from gateway.catalogue.merge import BackendSnapshot, Catalogue, Tool, merge, snapshot_version
 from gateway.catalogue.views import ViewCache, policy_changes
-from gateway.config import AuthConfig, Config, ServerConfig, StdioBackend, TenantConfig, TenantLimits
+from gateway.config import AuthConfig, Config, SearchConfig, ServerConfig, StdioBackend, TenantConfig, TenantLimits
 from gateway.protocol import spec
-from gateway.reload import BackendPlan, changed_tenants, restart_only_changes
+from gateway.reload import BackendPlan, changed_keys, changed_tenants, restart_only_changes
 from gateway.shared_state import session_limits
 
 
@@ -36,6 +36,16 @@ def test_restart_only_changes_name_each_key() -> None:
     assert restart_only_changes(old, keys_only) == []  # live
 
 
+def test_changed_keys_name_each_key_down_to_a_backends_or_tenants_own_never_a_value() -> None:
+    old = Config(backends=(stdio("a"), stdio("b")), tenants={"t": TenantConfig("t"), "gone": TenantConfig("gone")})
+    new = replace(old, backends=(stdio("a", timeout_seconds=5.0, env={"TOKEN": "s3cret"}), stdio("c")),
+                  tenants={"t": TenantConfig("t", limits=TenantLimits(sessions=3))},
+                  catalogue=replace(old.catalogue, refresh_seconds=30.0))
+    assert changed_keys(old, new) == ("catalogue.refresh_seconds", "backends.a.timeout_seconds", "backends.a.env",
+                                      "backends.b", "backends.c", "tenants.t.limits.sessions", "tenants.gone")
+    assert changed_keys(old, old) == ()
+
+
 def test_changed_tenants_are_the_added_removed_and_different_ones() -> None:
     before = {"a": TenantConfig("a"), "b": TenantConfig("b", backends=("*",)), "c": TenantConfig("c")}
     after = {"a": TenantConfig("a"), "b": TenantConfig("b"), "d": TenantConfig("d")}
@@ -56,7 +66,23 @@ def test_a_policy_change_is_announced_only_to_its_tenant_and_only_when_its_view_
              "initech": replace(before["initech"], tools_deny=("nothing-else*",)), "new": TenantConfig("new")}
     # acme sees less; globex is unchanged (the catalogue listener's business); initech's new policy
     # gives the same view; a new tenant has no client yet.
-    assert policy_changes(world, world, before, after) == {spec.TOOLS_LIST_CHANGED: ["acme"]}
+    changes = policy_changes(world, world, before, after)
+    heard = {method for method, audience in changes.items() if audience.admits("acme", None)}
+    assert heard == {spec.TOOLS_LIST_CHANGED}
+    assert not any(audience.admits(other, None) for audience in changes.values() for other in ("globex", "initech"))
+
+
+def test_a_new_search_config_is_announced_to_search_mode_tenants_only() -> None:
+    world = catalogue("add", "multiply")
+    tenants = {"acme": TenantConfig("acme", backends=("*",), discovery="search"),
+               "globex": TenantConfig("globex", backends=("*",))}
+    fewer = (SearchConfig(), SearchConfig(max_results=8))  # find_tools' limit gets another maximum
+    changes = policy_changes(world, world, tenants, tenants, fewer)
+    assert [method for method, audience in changes.items() if audience.admits("acme", None)] == \
+        [spec.TOOLS_LIST_CHANGED]
+    assert not any(audience.admits("globex", None) for audience in changes.values())
+    same = (SearchConfig(), SearchConfig(max_bytes=1000))  # nothing a client is listed changes
+    assert not any(a.admits("acme", None) for a in policy_changes(world, world, tenants, tenants, same).values())
 
 
 def test_a_view_built_under_an_old_policy_is_not_served_under_the_new_one() -> None:

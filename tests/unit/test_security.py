@@ -1,4 +1,4 @@
-"""gateway.transport.security: DNS-rebinding protection with Origin and Host checks."""
+"""gateway.transport.http.security: DNS-rebinding protection with Origin and Host checks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from aiohttp import web
 
 from gateway.config import ServerConfig
-from gateway.errors import Forbidden
-from gateway.transport.security import OriginPolicy, is_loopback, origin_check
+from gateway.protocol.errors import Forbidden
+from gateway.transport.http.security import OriginPolicy, is_loopback, origin_check
 
 LOOPBACK = OriginPolicy(ServerConfig(host="127.0.0.1"))
 PUBLIC = OriginPolicy(ServerConfig(host="0.0.0.0", public_url="https://gw.example.com/mcp",

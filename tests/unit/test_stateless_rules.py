@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from gateway.dispatch.stateless import CACHE_SCOPE, CACHE_TTL_MS, StatelessRules
-from gateway.errors import MissingClientCapability
 from gateway.protocol.eras import Envelope
+from gateway.protocol.errors import MissingClientCapability
 
 SERVER_INFO = {"name": "gw", "version": "1"}
 

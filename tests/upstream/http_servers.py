@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gateway.upstream.client import ClientOptions, HttpTransport, Response
-from gateway.upstream.clients import HTTP_CLIENTS, open_client
+from gateway.upstream.http.client import ClientOptions, HttpTransport, Response
+from gateway.upstream.http.clients import HTTP_CLIENTS, open_client
 
 
 async def body_of(resp: Response) -> tuple[int, bytes]:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from backend_fixtures import free_port
 
-from gateway.upstream import connection
-from gateway.upstream.client import ClientOptions, ConnectFailed, Response, TransportFailed
-from gateway.upstream.clients import open_client
+from gateway.upstream.http import connection
+from gateway.upstream.http.client import ClientOptions, ConnectFailed, Response, TransportFailed
+from gateway.upstream.http.clients import open_client
 from upstream.http_servers import Echo, MakeClient, Script, body_of, read_head, self_signed, status_only
 
 # ---------------------------------------------------------------- the basics

@@ -17,7 +17,7 @@ from contextlib import suppress
 
 import pytest
 
-from gateway.upstream.client import MAX_HEAD_BYTES, BadReply, TransportFailed
+from gateway.upstream.http.client import MAX_HEAD_BYTES, BadReply, TransportFailed
 from upstream.http_servers import MakeClient, Script, body_of, read_head
 
 Scripted = Callable[[Script], Awaitable[str]]

@@ -19,7 +19,7 @@ import pytest
 
 from gateway.config.backend_http import tls_context
 from gateway.config.model import TlsConfig
-from gateway.upstream.client import ConnectFailed, TransportFailed
+from gateway.upstream.http.client import ConnectFailed, TransportFailed
 from upstream.http_servers import Echo, MakeClient, Script, body_of, read_head, self_signed
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY",

@@ -66,6 +66,9 @@ class FakeBackend:
             return web.Response()
         if body.get("method") == "initialize":
             return await self.initialize(body)
+        if body.get("method") == "server/discover":  # a handshake-era backend, as the SDK's refuses it
+            error = {"code": -32600, "message": "Bad Request: Missing session ID"}
+            return web.json_response({"jsonrpc": "2.0", "id": body.get("id"), "error": error}, status=400)
         if "id" not in body or "method" not in body:
             return web.Response(status=202)
         return await self.answer(request, body)

@@ -80,6 +80,11 @@ def handshake_reply(message: JsonObject) -> bytes | None:
     if message.get("method") == "initialize":
         result = {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "raw", "version": "1"}}
         return json_reply({"jsonrpc": "2.0", "id": message["id"], "result": result})
+    if message.get("method") == "server/discover":  # a handshake-era backend
+        error = {"code": -32600, "message": "Bad Request: Missing session ID"}
+        body = orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error})
+        return b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            len(body), body)
     if "id" not in message:
         return b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
     return None

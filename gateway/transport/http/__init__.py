@@ -1,0 +1,1 @@
+"""The Streamable HTTP transport: the endpoint, GET streams, Origin checks, connection bounds, error replies."""

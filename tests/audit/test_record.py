@@ -1,0 +1,55 @@
+"""What a record holds, as plain input -> output: canonical order, the digest, redaction, no token."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from types import SimpleNamespace
+
+import orjson
+
+from gateway.audit.chain import Chain, mac_of
+from gateway.audit.record import REDACTED, Handed, RecordMaker, canonical
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
+
+
+def handed(arguments: dict[str, object], **ctx: object) -> Handed:
+    context = SimpleNamespace(principal=SimpleNamespace(tenant="acme", subject="alice"), request_id="r1",
+                              traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01", envelope=None,
+                              protocol_version="2025-11-25", target="add", backend="calc", outcome="ok", extra={})
+    context.__dict__.update(ctx)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "calc__add", "arguments": arguments, "token": JWT}}
+    return Handed(time.time(), 0.002, "tools/call", request, context, {"jsonrpc": "2.0", "id": 1, "result": {}})
+
+
+def test_a_record_is_in_canonical_order_so_its_mac_holds_without_a_sort() -> None:
+    record = RecordMaker(arguments="digest", redact_keys=(), redact_pointers=()).call(
+        handed({"b": 1, "a": [2]}, extra={"rule": "r1", "denied": "rule"},
+               envelope=SimpleNamespace(client_info={"version": "2", "name": "cli"})))
+    line = Chain(b"k" * 32).seal(record, ordered=True)
+    parsed = orjson.loads(line)
+    assert orjson.dumps({k: v for k, v in parsed.items() if k != "mac"}) == canonical(
+        {k: v for k, v in parsed.items() if k != "mac"})
+    assert mac_of(b"k" * 32, parsed) == parsed["mac"]
+    assert parsed["arguments_sha256"] == hashlib.sha256(b'{"a":[2],"b":1}').hexdigest()
+    assert (parsed["trace_id"], parsed["client"], parsed["era"]) == ("a" * 32, {"name": "cli", "version": "2"},
+                                                                     "stateless")
+    assert parsed["policy"] == {"denied": "rule", "rule": "r1"} and "arguments" not in parsed
+    assert JWT not in line.decode()  # params.token is never read
+
+
+def test_redacted_arguments_mask_secret_keys_pointers_and_token_values() -> None:
+    maker = RecordMaker(arguments="redacted", redact_keys=("*token*", "password"), redact_pointers=("/card/number",))
+    arguments = {"query": "q", "API_Token": "x", "nested": [{"Password": "p", "note": f"Bearer {JWT}"}],
+                 "card": {"number": "4111", "holder": "A"}}
+    record = maker.call(handed(arguments))
+    assert record["arguments"] == {"query": "q", "API_Token": REDACTED,
+                                   "nested": [{"Password": REDACTED, "note": REDACTED}],
+                                   "card": {"number": REDACTED, "holder": "A"}}
+    assert arguments["card"]["number"] == "4111"  # the call's own arguments are untouched
+    line = Chain(None).seal(record)
+    assert b"4111" not in line and JWT.encode() not in line
+    assert json.loads(line)["arguments_sha256"] == hashlib.sha256(canonical(arguments)).hexdigest()
