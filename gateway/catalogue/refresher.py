@@ -51,7 +51,6 @@ MIN_LOCK_SECONDS = 10.0
 
 CatalogueListener = Callable[[Catalogue, Catalogue], Awaitable[None]]
 
-
 RefreshKey = tuple[str, bool, frozenset[str] | None]
 """(backend, forced, the kinds asked for or None for all): refreshes asked with the same key share one."""
 
@@ -201,9 +200,10 @@ class CatalogueService:
     # ---------------------------------------------------------------- refreshing
 
     async def _run(self) -> None:
-        # Not forced: a starting replica uses the snapshots other replicas stored recently.
-        await self.refresh_all(force=False)
-        self.ready.set()
+        try:  # not forced: a starting replica uses the snapshots other replicas stored recently
+            await self.refresh_all(force=False)
+        finally:
+            self.ready.set()  # requests wait for it (dispatch), so it opens even if the build failed
         while True:
             await asyncio.sleep(self.config.catalogue.refresh_seconds)
             await self.refresh_all(force=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import READY_TIMEOUT, make_config, stdio_backend
+from conftest import READY_TIMEOUT, RawClient, make_config, make_token, stdio_backend
 
 from gateway import health, keys
 from gateway.app import create_app
@@ -66,3 +66,20 @@ async def test_draining_is_not_ready(aiohttp_server: Any) -> None:
     server = await _start(aiohttp_server)
     server.app[keys.READINESS].start_draining()
     assert await _get(server, "/readyz") == (503, {"status": "not ready", "reasons": ["draining"]})
+
+
+async def test_a_request_during_the_first_build_waits_for_it(aiohttp_server: Any) -> None:
+    """A starting process takes connections before it is ready (forked workers share the port): what it
+    answers then is the built catalogue, never an empty one."""
+    slow_calc = ["sh", "-c", f"sleep 1.5; exec {' '.join(stdio_backend('calc')['command'])}"]
+    app = create_app(make_config([{"name": "calc", "transport": "stdio", "command": slow_calc}]))
+    server = await aiohttp_server(app)
+    assert not app[keys.CATALOGUE].ready.is_set()
+    assert (await _get(server, "/readyz"))[0] == 503
+    raw = RawClient(aiohttp.ClientSession(), str(server.make_url("/mcp")), make_token("acme"))
+    async with raw.session:
+        await raw.initialize()
+        _, listed, _ = await raw.post(raw.request("tools/list"))
+        assert "calc__add" in {t["name"] for t in listed["result"]["tools"]}
+        _, pinged, _ = await raw.post(raw.request("ping"))
+        assert pinged["result"] == {}
