@@ -17,7 +17,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check gateway backends bench tests docs
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check gateway backends bench tests docs
