@@ -14,6 +14,7 @@ import structlog
 
 from gateway.catalogue.building import build, log_collisions
 from gateway.catalogue.fetch import CHANGED_KINDS, BackendLister, RefreshFailed, keepable, traced_snapshot
+from gateway.catalogue.hints import HintedRefreshes
 from gateway.catalogue.integrity import Integrity
 from gateway.catalogue.merge import BackendEntries, BackendSnapshot, Catalogue, ToolEntry, merge, same_snapshot
 from gateway.catalogue.pinstore import pin_store_for
@@ -42,9 +43,6 @@ FRESH_FRACTION = 0.95
 
 LOCK_POLL_SECONDS = 0.05
 """How often a replica waiting for another one's refresh of a backend asks for its lock again."""
-
-MIN_HINT_SECONDS = 1.0
-"""The soonest a backend's cache hint brings its next refresh (a hint of 1 ms must not mean a busy loop)."""
 
 MIN_LOCK_SECONDS = 10.0
 """The shortest refresh lock; a fetch outliving its lock only risks one duplicate fetch."""
@@ -85,7 +83,8 @@ class CatalogueService:
         self._local_locks: dict[str, asyncio.Lock] = {}  # one refresh of a backend at a time in this process
         self._checked_at: dict[str, float] = {}  # when the installed snapshot's refresh started
         self._loop_task: asyncio.Task[None] | None = None
-        self._hinted: dict[str, asyncio.Task[None]] = {}  # a refresh due when a backend's lists go stale
+        self._first_build = False
+        self._hinted = HintedRefreshes(self.refresh, lambda: self.config.catalogue.refresh_seconds)
         self.relisting = Relisting(refresh=self.refresh, config=lambda: self.config, announces=self._announces)
         self.servers = ServerWatch(servers=lambda: self.config.servers,  # virtual servers' withdrawals
                                    metrics=server_metrics(metrics) if metrics is not None else None)
@@ -104,7 +103,7 @@ class CatalogueService:
 
     async def stop(self) -> None:
         tasks = [t for t in (self._loop_task, *self._queued.values(), *self._refreshing.values(),
-                             *self._hinted.values()) if t]
+                             *self._hinted.due.values()) if t]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -200,10 +199,13 @@ class CatalogueService:
     # ---------------------------------------------------------------- refreshing
 
     async def _run(self) -> None:
+        self._first_build = True  # every backend's first listing is merged in one build, at its end
         try:  # not forced: a starting replica uses the snapshots other replicas stored recently
             await self.refresh_all(force=False)
         finally:
-            self.ready.set()  # requests wait for it (dispatch), so it opens even if the build failed
+            self._first_build = False
+            self.ready.set()  # requests wait for it (dispatch): no request runs before the merge below
+            await self._install(dict(self.current.snapshots))
         while True:
             await asyncio.sleep(self.config.catalogue.refresh_seconds)
             await self.refresh_all(force=False)
@@ -350,25 +352,7 @@ class CatalogueService:
             await self._install({**self.current.snapshots, backend: snapshot})
         else:  # the same lists: no merge (one per backend made a full refresh O(backends x tools)), the time moves
             self.current = replace(self.current, snapshots={**self.current.snapshots, backend: snapshot})
-        self._follow_hint(backend)
-
-    def _follow_hint(self, backend: str) -> None:
-        """A 2026 backend's lists say how long they stay fresh: refresh them then, when that comes
-        before the periodic refresh (its hint, 0 included, is the most clients may be told)."""
-        ttl = getattr(self.pool.get(backend), "list_ttl_ms", None)
-        if not ttl or ttl / 1000 >= self.config.catalogue.refresh_seconds:
-            return
-        pending = self._hinted.get(backend)
-        if pending is not None and not pending.done():
-            return  # a refresh is due already
-        delay = max(ttl / 1000, MIN_HINT_SECONDS)
-        self._hinted[backend] = asyncio.create_task(self._refresh_after(backend, delay), name=f"hint-{backend}")
-
-    async def _refresh_after(self, backend: str, delay: float) -> None:
-        await asyncio.sleep(delay)
-        self._hinted.pop(backend, None)  # the refresh may set the next one
-        with contextlib.suppress(Exception):
-            await self.refresh(backend)
+        self._hinted.follow(backend, getattr(self.pool.get(backend), "list_ttl_ms", None))
 
     def _failed(self, backend: str, previous: BackendSnapshot | None, error: str) -> BackendSnapshot:
         """Keep the last good tools until they are older than max_stale_seconds, then drop them."""
@@ -379,7 +363,10 @@ class CatalogueService:
         return BackendSnapshot(backend, (), "-", fetched_at, status="down", error=error)
 
     async def _install(self, snapshots: dict[str, BackendSnapshot]) -> None:
-        await self._notify(*self._merge_in(snapshots))
+        if self._first_build:  # one merge at its end: a merge per backend made start-up O(backends x tools)
+            self.current = replace(self.current, snapshots=snapshots)
+        else:
+            await self._notify(*self._merge_in(snapshots))
 
     def _merge_in(self, snapshots: dict[str, BackendSnapshot]) -> tuple[Catalogue, Catalogue]:
         """Merge and install `snapshots` (no await); returns the catalogues before and after."""

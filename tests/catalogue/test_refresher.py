@@ -274,3 +274,29 @@ async def test_a_refresh_that_finds_the_same_lists_keeps_the_catalogue_and_moves
     now[0] += 60
     await service.refresh_all()
     assert [e.exposed for e in service.current.entries] == ["b__first"]
+
+
+async def test_the_first_build_merges_every_backends_first_listing_once(monkeypatch: Any) -> None:
+    """A merge per backend made start-up O(backends x tools): the first build merges once, at its end,
+    and requests (which wait for `ready`) never see a catalogue without its backends."""
+    from gateway.catalogue import refresher
+
+    builds: list[int] = []
+
+    def counted(order: Any, snapshots: Any, *args: Any) -> Any:
+        builds.append(len(snapshots))
+        return real_build(order, snapshots, *args)
+
+    real_build = refresher.build
+    monkeypatch.setattr(refresher, "build", counted)
+    config = make_config([http_backend_config(f"b{i}", "http://127.0.0.1:9/mcp") for i in range(5)])
+    service = CatalogueService(config=config, pool=OnePool(PagedUpstream([GOOD])), store=MemorySnapshotStore())  # type: ignore[arg-type]
+    await service.start()
+    try:
+        await asyncio.wait_for(service.ready.wait(), 10)
+        assert builds == [5]
+        assert {e.exposed for e in service.current.entries} == {f"b{i}__{t['name']}" for i in range(5) for t in GOOD}
+        await service.refresh("b0", kinds=frozenset({"tools"}))  # after it, each change merges at once
+        assert len(builds) in (1, 2)  # the same lists: no merge needed
+    finally:
+        await service.stop()
