@@ -71,18 +71,19 @@ class ServerWatch:
         rows = []
         for name, server in self.servers().items():
             mine = states.get(name, {})
-            items = [_item(kind, item, mine.get((kind, item.name)))
-                     for kind, listed in (("tools", server.tools), ("prompts", server.prompts)) for item in listed]
+            kinds = (("tools", server.tools), ("prompts", server.prompts), ("resources", server.resources),
+                     ("templates", server.templates))
+            items = [_item(kind, item, mine.get((kind, item.name))) for kind, listed in kinds for item in listed]
             rows.append({"name": name, "title": server.title, "tenants": list(server.tenants), "items": items,
                          "recent": [event for event in self.recent if event["server"] == name]})
         return rows
 
 
 def _item(kind: str, item: Any, state: ItemState | None) -> dict[str, Any]:
-    source = item.tool if kind == "tools" else item.prompt
+    source = item.tool if kind == "tools" else item.prompt if kind == "prompts" else item.source
     row = {"kind": kind, "name": item.name, "backend": item.backend, "source": source,
            "state": "serving" if state is None else ("pending" if not state.withdrawn else "withdrawn")}
-    if kind == "tools" and item.fixed:
+    if kind in ("tools", "prompts") and item.fixed:
         row["fixed"] = sorted(item.fixed)  # the names only: a fixed value may be a secret
     if state is not None:
         row.update(reason=state.reason, detail=state.detail)

@@ -2,13 +2,15 @@
 
 An item of a server names its source by backend and the backend's own name, so it is found again
 in every catalogue version whatever the exposed names became. It stands when its source is in the
-catalogue and, for a tool, every fixed argument is still one the tool's inputSchema accepts; else it
-is withdrawn (`item_states`), which is the same for every caller: not listed, and called like an
-unknown tool. A backend not listed yet leaves its items pending (not listed, not withdrawn).
+catalogue and every fixed argument is still one the source takes (a tool's inputSchema accepts it, a
+prompt lists the argument); else it is withdrawn (`item_states`), which is the same for every caller:
+not listed, and called like an unknown tool. A backend not listed yet leaves its items pending (not
+listed, not withdrawn).
 
 What a caller is listed (`ServerView`) is then the standing items whose source the caller's own
 view has, so the tenant's globs and rules still decide each source: a caller never reaches through
 a server what it could not reach on `/mcp`. Built once per server and view, pages pre-encoded.
+Resources and templates: catalogue.served_resources.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import orjson
 from jsonschema import validators
 
 from gateway.catalogue.listings import PROMPTS, ListedEntry
+from gateway.catalogue.listviews import Route
 from gateway.catalogue.merge import Catalogue, ToolEntry
 from gateway.catalogue.pages import encode_pages, page_at
-from gateway.config.server_model import ServedPrompt, ServedTool, VirtualServer
+from gateway.catalogue.served_resources import ServedResources, absent_sources
+from gateway.config.server_model import ServedPrompt, ServedResource, ServedTemplate, ServedTool, VirtualServer
 from gateway.protocol import spec
 from gateway.protocol.errors import InvalidParams
 
@@ -37,7 +41,7 @@ WITHDRAWN_REASONS = (MISSING, ARGUMENT_GONE, ARGUMENT_INVALID)
 class ItemState:
     """An item of a server that is not served to anyone, and why."""
 
-    kind: str  # tools | prompts
+    kind: str  # tools | prompts | resources | templates
     name: str
     reason: str  # one of WITHDRAWN_REASONS, or PENDING
     detail: str
@@ -58,11 +62,26 @@ def item_states(server: VirtualServer, catalogue: Catalogue) -> dict[tuple[str, 
                 out[("tools", tool.name)] = state
     if server.prompts:
         listing = catalogue.listings.get(PROMPTS.name)
-        prompts = {(e.backend, e.original) for e in listing.entries} if listing else set()
+        prompts = {(e.backend, e.original): e for e in listing.entries} if listing else {}
         for prompt in server.prompts:
-            if (prompt.backend, prompt.prompt) not in prompts:
-                out[("prompts", prompt.name)] = _absent("prompts", prompt, catalogue)
+            state = _prompt_state(prompt, prompts.get((prompt.backend, prompt.prompt)), catalogue)
+            if state is not None:
+                out[("prompts", prompt.name)] = state
+    for kind, item in absent_sources(server, catalogue):
+        out[(kind, item.name)] = _absent(kind, item, catalogue)
     return out
+
+
+def _prompt_state(prompt: ServedPrompt, entry: ListedEntry | None, catalogue: Catalogue) -> ItemState | None:
+    if entry is None:
+        return _absent("prompts", prompt, catalogue)
+    arguments = entry.item.decoded(PROMPTS).get("arguments") if prompt.fixed else None
+    names = {a.get("name") for a in arguments if isinstance(a, dict)} if isinstance(arguments, list) else set()
+    gone = next((argument for argument in prompt.fixed if argument not in names), None)
+    if gone is None:
+        return None
+    return ItemState("prompts", prompt.name, ARGUMENT_GONE,
+                     f"{prompt.backend} prompt {prompt.prompt!r} has no argument {gone!r} any more")
 
 
 def _tool_state(tool: ServedTool, entry: ToolEntry | None, catalogue: Catalogue) -> ItemState | None:
@@ -82,8 +101,9 @@ def _tool_state(tool: ServedTool, entry: ToolEntry | None, catalogue: Catalogue)
     return None
 
 
-def _absent(kind: str, item: ServedTool | ServedPrompt, catalogue: Catalogue) -> ItemState:
-    own = item.tool if isinstance(item, ServedTool) else item.prompt
+def _absent(kind: str, item: ServedTool | ServedPrompt | ServedResource | ServedTemplate,
+            catalogue: Catalogue) -> ItemState:
+    own = item.tool if isinstance(item, ServedTool) else item.prompt if isinstance(item, ServedPrompt) else item.source
     if catalogue.unknown(item.backend):
         return ItemState(kind, item.name, PENDING, f"backend {item.backend!r} has not been listed yet")
     return ItemState(kind, item.name, MISSING, f"{item.backend} no longer lists {kind[:-1]} {own!r}")
@@ -129,6 +149,7 @@ class ServerView:
             if (p.backend, p.prompt) in sources and ("prompts", p.name) not in states}
         self.prompt_pages = encode_pages(f"{self.id}p", [_prompt_json(p, e) for p, e in self.prompts.values()],
                                          "prompts", page_size)
+        self.resources = ServedResources(server, view, states, self.id)
 
     def page(self, cursor: Any) -> orjson.Fragment:
         return page_at(self.pages, self.id, self.page_size, cursor)
@@ -169,13 +190,23 @@ def _tool_json(item: ServedTool, source: bytes) -> bytes:
 
 
 def _prompt_json(item: ServedPrompt, entry: ListedEntry) -> bytes:
+    """The source prompt as the server lists it: renamed, retitled, redescribed, fixed arguments hidden."""
     prompt = orjson.loads(entry.json(PROMPTS))
     prompt["name"] = item.name
+    if item.fixed and isinstance(prompt.get("arguments"), list):
+        prompt["arguments"] = [a for a in prompt["arguments"]
+                               if not isinstance(a, dict) or a.get("name") not in item.fixed]
     if item.title is not None:
         prompt["title"] = item.title
     if item.description is not None:
         prompt["description"] = item.description
     return orjson.dumps(prompt)
+
+
+def served_route(view: Any, server: VirtualServer, uri: Any) -> Route | None:
+    """Where a URI read through `server` goes: the caller's own route (view.resolve_uri), if the server takes it."""
+    route = view.resolve_uri(uri)
+    return route if route is not None and served(view, server).resources.reads(uri, route) else None
 
 
 def served(view: Any, server: VirtualServer) -> ServerView:
@@ -189,7 +220,7 @@ def served(view: Any, server: VirtualServer) -> ServerView:
 def server_changes(old: Mapping[str, VirtualServer], new: Mapping[str, VirtualServer],
                    tenants: Iterable[str]) -> dict[str, set[str]]:
     """For a reload: each list_changed method, and the tenants whose clients are to hear it because a
-    server they may use was added, removed or changed its tools (or prompts). Clients are told by
+    server they may use was added, removed or changed its tools (prompts, resources, templates). Clients are told by
     tenant, so a client of that tenant on another endpoint may hear of a change it does not see: it
     lists again and finds the same (the transports do not know which endpoint a client is on)."""
     every = set(tenants)
@@ -199,7 +230,8 @@ def server_changes(old: Mapping[str, VirtualServer], new: Mapping[str, VirtualSe
         if before == after:
             continue
         admitted = set().union(*(every if "*" in s.tenants else set(s.tenants) for s in (before, after) if s))
-        for kind, method in (("tools", spec.TOOLS_LIST_CHANGED), ("prompts", spec.PROMPTS_LIST_CHANGED)):
+        for kind, method in (("tools", spec.TOOLS_LIST_CHANGED), ("prompts", spec.PROMPTS_LIST_CHANGED),
+                             ("resources", spec.RESOURCES_LIST_CHANGED), ("templates", spec.RESOURCES_LIST_CHANGED)):
             if getattr(before, kind, ()) != getattr(after, kind, ()):
                 out.setdefault(method, set()).update(admitted & every)
     return out

@@ -132,7 +132,7 @@ class Dispatcher:
             else:
                 ctx.extra["server"] = ctx.server.name  # the request's log line names the virtual server
                 handler = (self._server_methods if envelope is None else self._server_stateless_methods).get(
-                    message.method)
+                    message.method) if servers.answers(ctx.server, message.method) else None
             if handler is None:
                 raise MethodNotFound(f"Method not found: {message.method[:200]}")
             if not self.catalogue.ready.is_set() and message.method != spec.PING:
@@ -203,7 +203,7 @@ class Dispatcher:
         initialize states it; server/discover derives its 2026 form from it.
         """
         if ctx.server is not None:
-            return servers.capabilities(ctx.server, self.list_changed)
+            return servers.capabilities(ctx.server, self.list_changed, self.catalogue.current)
         view = self.catalogue.view(ctx.tenant, ctx.principal)
         changed = {"listChanged": self.list_changed}
         capabilities: JsonObject = {"tools": changed} if view.offers("tools") else {}

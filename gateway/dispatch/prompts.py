@@ -12,6 +12,7 @@ from gateway.catalogue.servers import served
 from gateway.catalogue.uris import rewrite_messages
 from gateway.dispatch.forward import Forwarder, encoded
 from gateway.dispatch.refusals import Refusals
+from gateway.dispatch.servers import served_get
 from gateway.protocol import spec
 from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import Message
@@ -35,8 +36,10 @@ class PromptMethods:
         params = message.params or {}
         view = self.catalogue.view(ctx.tenant, ctx.principal)
         try:
-            entry = view.listing(PROMPTS).lookup(params.get("name")) if ctx.server is None \
-                else served(view, ctx.server).prompt(params.get("name"))[1]  # a virtual server's: its source
+            if ctx.server is None:
+                entry = view.listing(PROMPTS).lookup(params.get("name"))
+            else:  # a virtual server's: its source, with the arguments the server fixes
+                entry, params = served_get(view, ctx.server, params)
         except InvalidParams:
             self.refusals.hidden_item(ctx, PROMPTS, params.get("name"))
             raise

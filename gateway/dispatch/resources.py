@@ -1,4 +1,7 @@
-"""resources/list, resources/templates/list and resources/read, on gateway URIs (catalogue/uris.py)."""
+"""resources/list, resources/templates/list and resources/read, on gateway URIs (catalogue/uris.py).
+
+Through a virtual server (ctx.server), the server's resources and templates only (catalogue.served_resources):
+a URI it does not take is not found, exactly as one nobody serves."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import orjson
 
 from gateway.catalogue.listings import RESOURCES, TEMPLATES
 from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.servers import served, served_route
 from gateway.catalogue.uris import rewrite_contents
 from gateway.dispatch.forward import Forwarder, PassThrough, encoded
 from gateway.dispatch.refusals import Refusals
@@ -25,11 +29,17 @@ class ResourceMethods:
 
     async def list(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
-        return self.catalogue.view(ctx.tenant, ctx.principal).listing(RESOURCES).page(cursor)
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        if ctx.server is not None:
+            return served(view, ctx.server).resources.page(cursor)
+        return view.listing(RESOURCES).page(cursor)
 
     async def templates(self, message: Message, ctx: RequestContext) -> orjson.Fragment:
         cursor = (message.params or {}).get("cursor")
-        return self.catalogue.view(ctx.tenant, ctx.principal).listing(TEMPLATES).page(cursor)
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        if ctx.server is not None:
+            return served(view, ctx.server).resources.template_page(cursor)
+        return view.listing(TEMPLATES).page(cursor)
 
     async def read(self, message: Message, ctx: RequestContext) -> Any:
         params = message.params or {}
@@ -37,7 +47,7 @@ class ResourceMethods:
         if not isinstance(uri, str):
             raise InvalidParams("Invalid params: uri must be a string")
         view = self.catalogue.view(ctx.tenant, ctx.principal)
-        route = view.resolve_uri(uri)
+        route = view.resolve_uri(uri) if ctx.server is None else served_route(view, ctx.server, uri)
         if route is None:  # unknown, or not this caller's: the same answer
             self.refusals.hidden_item(ctx, RESOURCES, uri)
             raise ResourceNotFound(uri[:1000])

@@ -35,6 +35,7 @@ import structlog
 
 from gateway.catalogue.listings import SUBSCRIBE
 from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.servers import served_route
 from gateway.config import HttpBackend, TenantConfig
 from gateway.dispatch.forward import Forwarder
 from gateway.protocol import spec
@@ -132,7 +133,8 @@ class Subscriptions:
         uri = (params or {}).get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("Invalid params: uri must be a string")
-        route = self.catalogue.view(ctx.tenant, ctx.principal).resolve_uri(uri)
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        route = view.resolve_uri(uri) if ctx.server is None else served_route(view, ctx.server, uri)
         if route is None or not self.catalogue.current.offers(route.backend, SUBSCRIBE):
             raise ResourceNotFound(uri[:1000])
         ctx.backend, ctx.target = route.backend, route.original

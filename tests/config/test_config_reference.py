@@ -31,7 +31,7 @@ ALIASES = {f"{kind}_{rule}": f"{kind}.{rule}"
 """Fields read from a nested key."""
 NOT_KEYS = {"tenants.*.name", "tenants.*.policy", "rules[].where", "tenants.*.rules[].where",
             "tenants.*.rules[].callers.tenants", "servers.*.name", "servers.*.tools[].where",
-            "servers.*.prompts[].where"}
+            "servers.*.prompts[].where", "servers.*.resources[].where", "servers.*.templates[].where"}
 """Fields filled from elsewhere (a tenant's name is its key in `tenants`, its compiled policy comes from its
 rules, a rule's key path from where it stands) or not allowed there (tenants are named by gateway-wide rules)."""
 LEAVES = {"rules[].when", "tenants.*.rules[].when"}

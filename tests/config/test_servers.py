@@ -28,7 +28,31 @@ def test_a_server_is_read_with_its_items_named_by_backend_and_own_name() -> None
     assert server.prompts[0].name == "summary"
 
 
+def test_resources_and_templates_are_read_by_backend_and_own_uri_or_glob() -> None:
+    server = config({"tenants": ["acme"], "resources": [
+        {"backend": "crm", "uri": "orders://all", "title": "All orders"}, {"backend": "git", "uri": "repo://*"}],
+        "templates": [{"backend": "crm", "template": "orders://{id}", "description": "One order."}],
+        "prompts": [{"backend": "crm", "prompt": "summary", "fixed": {"tone": "short"}}]}).servers["data"]
+    exact, glob = server.resources
+    assert (exact.uri, exact.title, exact.glob, glob.glob) == ("orders://all", "All orders", False, True)
+    assert exact.covers("crm", "orders://all") and not exact.covers("git", "orders://all")
+    assert glob.covers("git", "repo://a/b") and not glob.covers("git", "orders://all")
+    assert (server.templates[0].template, server.templates[0].where) == ("orders://{id}", "servers.data.templates[0]")
+    assert dict(server.prompts[0].fixed) == {"tone": "short"}
+
+
 @pytest.mark.parametrize(("server", "name", "error"), [
+    ({"tenants": ["acme"], "resources": [{"backend": "nope", "uri": "a://b"}]}, "data",
+     "servers.data.resources[0].backend: unknown backend 'nope'"),
+    ({"tenants": ["acme"], "templates": [{"backend": "crm"}]}, "data", "servers.data.templates[0].template: required"),
+    ({"tenants": ["acme"], "resources": [{"backend": "crm", "uri": ""}]}, "data",
+     "servers.data.resources[0].uri: must not be empty"),
+    ({"tenants": ["acme"], "resources": [{"backend": "crm", "uri": "a://b"}, {"backend": "crm", "uri": "a://b"}]},
+     "data", "servers.data.resources[1].uri: 'a://b' of crm is listed by servers.data.resources[0] too"),
+    ({"tenants": ["acme"], "templates": [{"backend": "crm", "template": "a://{x}", "name": "y"}]}, "data",
+     "servers.data.templates[0].name: unknown key"),
+    ({"tenants": ["acme"], "prompts": [{"backend": "crm", "prompt": "p", "fixed": {"n": 3}}]}, "data",
+     "servers.data.prompts[0].fixed.n: a prompt's arguments are strings"),
     ({"tenants": ["acme"], "tools": [{"backend": "crm", "tool": "a", "name": "x"}, {"backend": "git", "tool": "x"}]},
      "data", "servers.data.tools[1].name: 'x' is listed by servers.data.tools[0] too"),
     ({"tenants": ["acme"], "prompts": [{"backend": "crm", "prompt": "p"}, {"backend": "git", "prompt": "p"}]},
