@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import aiohttp
 import pytest
 import yaml
 
-from lifecycle.processes import HOST
+from lifecycle.processes import HOST, REPO_ROOT
 from lifecycle.test_reload import ADMIN_KEY, METRICS_TOKEN, USER_KEY, Client, admin_reload, calc, http, key, serve
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")]
@@ -55,4 +56,40 @@ async def test_a_server_change_reaches_its_live_sessions(start_gateway: Any, tmp
     status, _ = await admin_reload(http, gateway)
     assert status == 200
     assert (await client.post({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))[0] == 404
+    await client.close()
+
+
+def write_library(path: Path, templates: list[dict[str, Any]]) -> Path:
+    """Server `library` takes the demo notes backend's index, and the given templates."""
+    notes = {"name": "notes", "transport": "stdio", "command": [sys.executable, "-m", "gateway.demo.notes"],
+             "cwd": str(REPO_ROOT)}
+    raw = {"server": {"host": HOST},
+           "auth": {"api_keys": [key(USER_KEY, "acme", ()), key(ADMIN_KEY, "ops", ("mcpgw:admin",))]},
+           "backends": [notes], "tenants": {"acme": {"backends": ["*"]}, "ops": {"backends": []}},
+           "servers": {"library": {"tenants": ["acme"], "templates": templates,
+                                   "resources": [{"backend": "notes", "uri": "notes://index"}]}},
+           "metrics": {"token": METRICS_TOKEN}, "logging": {"level": "info", "format": "json"}}
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+async def test_a_servers_new_template_reaches_its_live_sessions(start_gateway: Any, tmp_path: Path,
+                                                               http: aiohttp.ClientSession) -> None:
+    config = write_library(tmp_path / "gateway.yaml", [])
+    gateway = await serve(start_gateway, config)
+    client = await Client(http, gateway.url("/servers/library/mcp"), USER_KEY).open()
+    assert [r["uri"] for r in (await client.rpc("resources/list"))["result"]["resources"]] == ["notes+notes://index"]
+    assert (await client.rpc("resources/templates/list"))["result"]["resourceTemplates"] == []
+    outside = await client.rpc("resources/read", {"uri": "notes+notes://note/1"})
+    assert outside["error"] == {"code": -32002, "message": "Resource not found",  # no template of the server takes it
+                                "data": {"uri": "notes+notes://note/1"}}
+
+    write_library(config, [{"backend": "notes", "template": "notes://note/{id}"}])
+    status, outcome = await admin_reload(http, gateway)
+    assert status == 200, outcome
+    await client.notified("notifications/resources/list_changed")
+    templates = (await client.rpc("resources/templates/list"))["result"]["resourceTemplates"]
+    assert [t["uriTemplate"] for t in templates] == ["notes+notes://note/{id}"]
+    read = await client.rpc("resources/read", {"uri": "notes+notes://note/1"})
+    assert "Unknown note id" in str(read)  # now the backend's own answer: there is no note 1 yet
     await client.close()
