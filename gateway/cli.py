@@ -158,7 +158,9 @@ def _check_config(config: Config, args: argparse.Namespace) -> int:
 
 
 def _rule_warnings(config: Config) -> list[str]:
-    """Rules that can never apply, and rule globs that match no name: judged per tenant, said once."""
+    """Rules that can never apply, rule globs that match no name (judged per tenant, said once), and
+    virtual server items no tenant they admit could be listed."""
+    from gateway.catalogue.server_lint import unserved_items
     from gateway.policy.lint import shadowed, unmatched_globs
 
     found: dict[str, None] = {}
@@ -171,7 +173,7 @@ def _rule_warnings(config: Config) -> list[str]:
         for rule in tenant.policy.rules:
             for where, glob in unmatched_globs(rule, namespaces, config.catalogue.separator):
                 found[f"{where}: {glob!r} matches no name of tenant {tenant.name}'s backends"] = None
-    return list(found)
+    return [*found, *unserved_items(config)]
 
 
 def _token(config: Config, args: argparse.Namespace) -> int:

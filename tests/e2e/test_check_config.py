@@ -93,3 +93,22 @@ def test_rules_that_never_apply_and_globs_that_match_nothing_are_warned_of(tmp_p
         "warning: tenants.acme.rules[1] (leads-add) never applies in tenant acme: tenants.acme.rules[0] (no-calc) "
         "comes first and covers every caller and item it names",
         "warning: tenants.acme.rules[2].tools[0]: 'clac__*' matches no name of tenant acme's backends"]
+
+
+def test_virtual_server_items_no_admitted_tenant_could_be_listed_are_warned_of(tmp_path: Path) -> None:
+    raw = config()
+    raw["backends"].append({"name": "crm", "transport": "stdio", "command": [sys.executable, "-c", "pass"]})
+    raw["tenants"] = {"acme": {"backends": ["calc"], "tools": {"allow": ["*"], "deny": ["calc__divide"]},
+                               "resources": {"allow": ["calc+public://*"]}},
+                      "ops": {"backends": ["*"]}}
+    raw["servers"] = {"maths": {"tenants": ["acme"], "tools": [
+        {"backend": "calc", "tool": "add"}, {"backend": "calc", "tool": "divide"}, {"backend": "crm", "tool": "x"}],
+        "resources": [{"backend": "calc", "uri": "secret://a"}, {"backend": "calc", "uri": "public://a"}]}}
+    checked = check_config(tmp_path, raw)
+    assert checked.returncode == 0, checked.stderr
+    assert [line for line in checked.stdout.splitlines() if line.startswith("warning: ")] == [
+        "warning: servers.maths.tools[1]: 'calc__divide' is hidden by the tools globs of every tenant server maths "
+        "admits",
+        "warning: servers.maths.tools[2]: backend 'crm' is used by no tenant server maths admits",
+        "warning: servers.maths.resources[0]: 'calc+secret://a' is hidden by the resources globs of every tenant "
+        "server maths admits"]
