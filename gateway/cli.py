@@ -82,6 +82,8 @@ def parser() -> argparse.ArgumentParser:
     target.add_argument("--tool", help="the exposed tool name")
     target.add_argument("--list", action="store_true", help="every tool, prompt, resource and template")
     explain.add_argument("--args", help="a call's arguments, as a JSON object (with --tool)")
+    explain.add_argument("--server", metavar="NAME",
+                         help="through this virtual server (under `servers:`): --tool names its tool")
     explain.set_defaults(run=_explain, preflight=True)
     add_audit_commands(commands)
     add_pins_parser(commands, _with_catalogue)
@@ -250,7 +252,16 @@ def _explain(config: Config, args: argparse.Namespace) -> int:
     principal = Principal(tenant.name, args.sub, frozenset(_split(args.scopes)), groups=frozenset(_split(args.groups)),
                           claims=claims)
 
+    server = config.servers.get(args.server) if args.server else None
+    if args.server and server is None:
+        print(f"error: unknown server {args.server!r}", file=sys.stderr)
+        return 1
+
     async def explained(service: Any) -> dict[str, Any]:
+        if server is not None:
+            from gateway.catalogue.explain_servers import explain_served
+
+            return explain_served(service, tenant, principal, server, None if args.list else args.tool, arguments)
         if args.list:
             return explain_list(service, tenant, principal)
         return explain_tool(service, tenant, principal, args.tool, arguments)

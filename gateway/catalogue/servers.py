@@ -137,7 +137,7 @@ class ServerView:
         for item in server.tools:
             entry = own.get((item.backend, item.tool))
             if entry is not None and ("tools", item.name) not in states:
-                tools.append((ServedEntry(item, entry), _tool_json(item, view.tool_json(entry))))
+                tools.append((ServedEntry(item, entry), listed_tool_json(item, view.tool_json(entry))))
         self.by_name: Mapping[str, ServedEntry] = {served.item.name: served for served, _ in tools}
         self.id = hashlib.sha256(f"{server.name}\0{view.id}".encode()).hexdigest()[:16]
         self.page_size = page_size
@@ -171,7 +171,7 @@ class ServerView:
         return found
 
 
-def _tool_json(item: ServedTool, source: bytes) -> bytes:
+def listed_tool_json(item: ServedTool, source: bytes) -> bytes:
     """The source tool as the server lists it: renamed, retitled, redescribed, fixed arguments hidden."""
     tool = orjson.loads(source)
     tool["name"] = item.name

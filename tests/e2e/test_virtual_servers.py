@@ -197,3 +197,37 @@ async def test_the_request_line_names_the_server_and_the_source_tool(running: Ru
     assert requests["tools/list"]["server"] == "data"
     called = requests["tools/call"]
     assert (called["server"], called["tool"], called["backend"]) == ("data", "git__push", "git")  # bounded labels
+
+
+async def test_the_cli_explains_a_callers_view_through_a_server(tmp_path: Any) -> None:
+    import asyncio
+    import sys
+
+    import yaml
+    from test_policy import BACKEND as COMMAND
+
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({
+        "backends": [{"name": name, "transport": "stdio", "command": COMMAND} for name in ("crm", "git")],
+        "tenants": {"acme": {"backends": ["*"], "rules": RULES}}, "servers": {"data": SERVER}}))
+
+    async def explain(*args: str) -> Any:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway", "policy", "explain", "--config", str(config), "--tenant", "acme",
+            "--server", "data", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        return json.loads(out)
+
+    listing = await explain("--sub", "sam", "--groups", "support", "--list")
+    tools = {t["name"]: t for t in listing["tools"]}
+    assert tools["order"]["source"] == "crm__read_order" and tools["order"]["listed"]["allowed"]
+    assert tools["small_refund"]["listed"] == {"allowed": False, "rule": "support-no-refunds", "reason": "rule"}
+    assert tools["ghost"]["state"].startswith("withdrawn: ") and "listed" not in tools["ghost"]
+    assert listing["prompts"] == [{"name": "brief", "source": "crm__summary", "state": "serving",
+                                   "listed": {"allowed": True, "rule": "default"}}]
+    push = await explain("--sub", "lee", "--tool", "push_main", "--args", "{}")
+    assert (push["source"], push["fixed"], push["inputSchema"].get("properties")) == ("git__push", ["branch"], {})
+    assert push["call"]["allowed"] is True
+    fixed = await explain("--sub", "lee", "--tool", "push_main", "--args", '{"branch": "dev"}')
+    assert fixed["call"] == {"allowed": False, "reason": "fixed", "message": "'branch' is set by this server"}
