@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from gateway.catalogue.audience import Sees
+from gateway.dispatch import servers
 from gateway.dispatch.forward import PassThrough
 from gateway.dispatch.subscriptions import MAX_HELD, Subscriptions
 from gateway.protocol import spec
@@ -122,9 +123,11 @@ class ListenStreams:
             stream.queue.put_nowait(None)
 
     def _kinds(self, wanted: JsonObject, ctx: RequestContext) -> JsonObject:
-        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        """The list kinds asked for that the caller is served (through a virtual server: that the server has)."""
+        offers = self.catalogue.view(ctx.tenant, ctx.principal).offers if ctx.server is None \
+            else partial(servers.offers, ctx.server)
         return {flag: True for flag, (capability, _) in spec.LISTEN_FLAGS.items()
-                if wanted.get(flag) is True and (capability == "tools" or view.offers(capability))}
+                if wanted.get(flag) is True and (capability == "tools" or offers(capability))}
 
     async def _subscribe(self, key: str, uris: Any, ctx: RequestContext) -> list[str]:
         """The requested URIs this stream now holds; the others are left out, whatever the reason."""

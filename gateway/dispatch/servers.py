@@ -70,14 +70,24 @@ def served_get(view: Any, server: VirtualServer, params: dict[str, Any]) -> tupl
     return entry, {**params, "arguments": {**arguments, **item.fixed}}
 
 
+def offers(server: VirtualServer, capability: str) -> bool:
+    """Whether `server` has items of a list kind: tools always (its list may be empty), prompts and
+    resources when it names some."""
+    if capability == "prompts":
+        return bool(server.prompts)
+    if capability == "resources":
+        return bool(server.resources or server.templates)
+    return capability == "tools"
+
+
 def capabilities(server: VirtualServer, list_changed: bool, catalogue: Catalogue) -> dict[str, Any]:
     """What a virtual server offers: tools; prompts and resources when it names some; resource subscriptions
     and completions when a backend its items come from serves them."""
     changed = {"listChanged": list_changed}
     offered: dict[str, Any] = {"tools": changed}
-    if server.prompts:
+    if offers(server, "prompts"):
         offered["prompts"] = changed
-    if server.resources or server.templates:
+    if offers(server, "resources"):
         sources = {item.backend for item in (*server.resources, *server.templates)}
         subscribe = list_changed and any(catalogue.offers(b, SUBSCRIBE) for b in sources)
         offered["resources"] = {"subscribe": True, **changed} if subscribe else changed

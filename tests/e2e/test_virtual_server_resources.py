@@ -187,3 +187,15 @@ async def test_a_source_that_goes_withdraws_its_items_and_its_return_restores_th
         got = await client.get_prompt("critique", {"book": "Emma"})
         assert got.messages[0].content.text == "Review Emma, kindly."  # type: ignore[union-attr]
     assert (await admin_items(running))["critique"] == ("serving", None)
+
+
+async def test_a_2026_listen_on_a_server_is_honored_only_for_the_kinds_it_has(running: RunningGateway) -> None:
+    from test_listen_2026 import modern_client
+
+    async with modern_client(lib_url(running, "tools"), member()) as client, \
+            client.listen(tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True) as tools:
+        assert (tools.honored.tools_list_changed, tools.honored.prompts_list_changed,
+                tools.honored.resources_list_changed) == (True, None, None)  # the backend has all three
+    async with modern_client(lib_url(running), member()) as client, \
+            client.listen(prompts_list_changed=True, resources_list_changed=True) as lib:
+        assert (lib.honored.prompts_list_changed, lib.honored.resources_list_changed) == (True, True)
