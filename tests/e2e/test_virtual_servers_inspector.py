@@ -31,3 +31,21 @@ async def test_inspector_lists_and_calls_a_virtual_server(inspector: Path, gatew
     status, refunded = await run(inspector, tmp_path, target, "--method", "tools/call", "--tool-name",
                                  "small_refund", "--tool-arg", "amount=5")
     assert status == 0 and refunded["content"][0]["text"] == "refunded 5"
+
+
+async def test_inspector_lists_and_reads_a_servers_resources_and_gets_its_prompt(
+        inspector: Path, gateway: StartGateway, tmp_path: Path) -> None:
+    from test_virtual_server_resources import config, member
+
+    running = await gateway(config())
+    target = over_http(running.base + "servers/lib/mcp", member())
+    status, listed = await run(inspector, tmp_path, target, "--method", "resources/list")
+    assert status == 0, listed
+    assert [r["uri"] for r in listed["resources"]] == ["lib+books://all", "lib+notes://today"]
+    status, read = await run(inspector, tmp_path, target, "--method", "resources/read", "--uri", "lib+notes://friday")
+    assert status == 0 and read["contents"][0]["text"] == "notes of friday"
+    with pytest.raises(AssertionError, match='"message":"Resource not found"'):  # Inspector: on stderr, no output
+        await run(inspector, tmp_path, target, "--method", "resources/read", "--uri", "lib+books://secret")
+    status, got = await run(inspector, tmp_path, target, "--method", "prompts/get", "--prompt-name", "critique",
+                            "--prompt-args", "book=Emma")
+    assert status == 0 and got["messages"][0]["content"]["text"] == "Review Emma, kindly."
