@@ -9,12 +9,14 @@ from aiohttp import web
 from gateway import keys
 from gateway.admin.access import require_admin
 from gateway.catalogue.explain import explain_list, explain_tool
+from gateway.catalogue.explain_servers import explain_served
 from gateway.policy import Principal
 
 
 async def policy_explain(request: web.Request) -> web.Response:
     """What the rules give one caller: `tenant` and `sub`, with `groups` and `scopes` (comma-separated)
-    and `claims` (JSON); then `tool` (and `args`, JSON) or `list`. As `mcp-gateway policy explain`."""
+    and `claims` (JSON); then `tool` (and `args`, JSON) or `list`; with `server`, through that virtual
+    server. As `mcp-gateway policy explain`."""
     await require_admin(request)
     query = request.query
     tenant = request.app[keys.EXCHANGE].tenants.get(query.get("tenant", ""))
@@ -30,6 +32,11 @@ async def policy_explain(request: web.Request) -> web.Response:
     principal = Principal(tenant.name, query["sub"], frozenset(_values(query.get("scopes", ""))),
                           groups=frozenset(_values(query.get("groups", ""))), claims=claims)
     catalogue = request.app[keys.CATALOGUE]
+    if "server" in query:
+        server = request.app[keys.EXCHANGE].dispatcher.config.servers.get(query["server"])
+        if server is None:
+            raise web.HTTPBadRequest(text="no such server")
+        return web.json_response(explain_served(catalogue, tenant, principal, server, query.get("tool"), arguments))
     if "list" in query:
         return web.json_response(explain_list(catalogue, tenant, principal))
     return web.json_response(explain_tool(catalogue, tenant, principal, query["tool"], arguments))

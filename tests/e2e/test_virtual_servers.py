@@ -231,3 +231,19 @@ async def test_the_cli_explains_a_callers_view_through_a_server(tmp_path: Any) -
     assert push["call"]["allowed"] is True
     fixed = await explain("--sub", "lee", "--tool", "push_main", "--args", '{"branch": "dev"}')
     assert fixed["call"] == {"allowed": False, "reason": "fixed", "message": "'branch' is set by this server"}
+
+
+async def test_admins_ask_what_a_caller_gets_through_a_server(running: RunningGateway) -> None:
+    admin = {"Authorization": f"Bearer {make_token('ops', sub='admin', scope='mcpgw:admin')}"}
+    url = running.base + "admin/policy/explain"
+    async with httpx2.AsyncClient(headers=admin) as http:
+        listing = (await http.get(url, params={"tenant": "acme", "sub": "sam", "groups": "support", "list": "1",
+                                               "server": "data"})).json()
+        tool = (await http.get(url, params={"tenant": "acme", "sub": "lee", "tool": "small_refund",
+                                            "args": '{"amount": 3}', "server": "data"})).json()
+        unknown = await http.get(url, params={"tenant": "acme", "sub": "lee", "list": "1", "server": "nope"})
+    assert {t["name"]: t.get("listed", {}).get("allowed") for t in listing["tools"]} == {
+        "order": True, "small_refund": False, "push_main": True, "ghost": None, "order_by_ref": None}
+    assert (tool["source"], tool["fixed"], tool["call"]["allowed"]) == ("crm__refund", ["reason"], True)
+    assert list(tool["inputSchema"]["properties"]) == ["amount"]
+    assert unknown.status_code == 400
