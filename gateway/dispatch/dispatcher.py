@@ -85,9 +85,10 @@ class Dispatcher:
         resources = ResourceMethods(catalogue=catalogue, forwarder=forwarder, refusals=refusals)
         # Change notifications need a way to clients outside their requests: GET streams, stdout, listen.
         if subscriptions is None:
-            subscriptions = Subscriptions(catalogue=catalogue, forwarder=forwarder, tenants=config.tenants)
+            subscriptions = Subscriptions(catalogue=catalogue, forwarder=forwarder, tenants=config.tenants,
+                                          servers=config.servers)
         else:
-            subscriptions.rebind(forwarder, config.tenants)  # this config's backends from now on
+            subscriptions.rebind(forwarder, config.tenants, config.servers)  # this config's backends from now on
         self.subscriptions = subscriptions
         self.listeners = listeners or ListenStreams(subscriptions=subscriptions)
         self._methods: dict[str, Handler] = {

@@ -86,7 +86,8 @@ class ListenStreams:
             raise LimitReached("streams", ctx.tenant.limits.streams)
         key = f"listen-{next(self._ids)}"
         stream = self._streams[key] = _Stream(ctx.tenant.name, {spec.SUBSCRIPTION_ID_KEY: message.id}, ctx.principal)
-        self.subscriptions.attach(key, partial(_updated, stream), ctx.tenant.name, ctx.principal)
+        self.subscriptions.attach(key, partial(_updated, stream), ctx.tenant.name, ctx.principal,
+                                  ctx.server.name if ctx.server is not None else "")
         try:
             honored = self._kinds(wanted, ctx)
             stream.methods = frozenset(spec.LISTEN_FLAGS[flag][1] for flag in honored)

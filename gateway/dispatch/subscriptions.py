@@ -20,7 +20,8 @@ One `Subscriptions` lives as long as the process: a reload builds a new dispatch
 it its forwarder (`rebind`). Subscriptions on a kept backend go on untouched; on a replaced one
 they are taken out again on the new upstream (as after a restarted child); on a removed one
 they are dropped, and their clients simply hear no more updates from it. An update goes out only
-while the client's tenant may still see the URI (under the policy in force), else it is withheld.
+while the client's tenant may still see the URI (under the policy in force; through a virtual server,
+while the server still takes it and admits the tenant), else it is withheld.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gateway.catalogue.listings import SUBSCRIBE
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.servers import served_route
 from gateway.config import HttpBackend, TenantConfig
+from gateway.config.server_model import VirtualServer
 from gateway.dispatch.forward import Forwarder
 from gateway.protocol import spec
 from gateway.protocol.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
@@ -62,6 +64,7 @@ class _Client:
     sink: Sink
     tenant: str
     principal: Principal | None = None  # whose policy decides what it may still hear
+    server: str = ""  # the virtual server it subscribed through ("": the gateway's own endpoint)
     held: dict[Key, str] = field(default_factory=dict)  # what it subscribed to -> the gateway URI it used
 
 
@@ -69,7 +72,7 @@ class Subscriptions:
     """Every client's resource subscriptions, and the upstream ones they share."""
 
     def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder,
-                 tenants: Mapping[str, TenantConfig]) -> None:
+                 tenants: Mapping[str, TenantConfig], servers: Mapping[str, VirtualServer] | None = None) -> None:
         self.catalogue = catalogue
         self.session_sink: Callable[[str], Sink] | None = None  # the transport's way to a session's client
         self._clients: dict[str, _Client] = {}
@@ -78,12 +81,13 @@ class Subscriptions:
         self._locks: dict[str, asyncio.Lock] = {}  # per backend: its upstream (un)subscribes, one at a time
         self._heard: dict[str, RoutedUpstream] = {}  # the upstream whose updates count, by backend
         self._tasks: set[asyncio.Task[None]] = set()
-        self.rebind(forwarder, tenants)
+        self.rebind(forwarder, tenants, servers)
 
-    def rebind(self, forwarder: Forwarder, tenants: Mapping[str, TenantConfig]) -> None:
+    def rebind(self, forwarder: Forwarder, tenants: Mapping[str, TenantConfig],
+               servers: Mapping[str, VirtualServer] | None = None) -> None:
         """Serve the backends of `forwarder` (a reload's): drop what removed backends held, take out
         again on each new upstream what its predecessor held, and listen to the new upstreams."""
-        self.forwarder, self._tenants = forwarder, tenants
+        self.forwarder, self._tenants, self._servers = forwarder, tenants, servers or {}
         upstreams = {backend.name: forwarder.pool.get(backend.name) for backend in forwarder.backends()}
         self._forget([key for key in self._subscribers if key[0] not in upstreams])
         for name, upstream in upstreams.items():
@@ -116,7 +120,8 @@ class Subscriptions:
         if client not in self._clients:
             if self.session_sink is None:
                 raise MethodNotFound(f"Method not found: {spec.RESOURCES_SUBSCRIBE}")
-            self.attach(client, self.session_sink(client), ctx.tenant.name, ctx.principal)
+            self.attach(client, self.session_sink(client), ctx.tenant.name, ctx.principal,
+                        ctx.server.name if ctx.server is not None else "")
         if len(self._clients[client].held) >= MAX_HELD:
             raise InternalError(f"Too many subscriptions: at most {MAX_HELD} per session",
                                 data={"reason": "limit", "limit": "subscriptions"})
@@ -143,8 +148,9 @@ class Subscriptions:
 
     # ---------------------------------------------------------------- clients
 
-    def attach(self, client: str, sink: Sink, tenant: str, principal: Principal | None = None) -> None:
-        self._clients[client] = _Client(sink, tenant, principal)
+    def attach(self, client: str, sink: Sink, tenant: str, principal: Principal | None = None,
+               server: str = "") -> None:
+        self._clients[client] = _Client(sink, tenant, principal, server=server)
 
     async def hold(self, client: str, key: Key, uri: str, ctx: RequestContext) -> None:
         """Subscribe `client` to `key` (upstream too when it is the first); a backend's refusal is raised."""
@@ -225,9 +231,18 @@ class Subscriptions:
                 holder.sink({"jsonrpc": "2.0", "method": spec.RESOURCES_UPDATED, "params": {**params, "uri": uri}})
 
     def _visible(self, holder: _Client, uri: str, key: Key) -> bool:
-        """Whether the client may still see `uri` there: a reload may have changed its policy since."""
+        """Whether the client may still see `uri` there: a reload may have changed its policy since (or
+        the virtual server it subscribed through: its items, its tenants)."""
         config = self._tenants.get(holder.tenant)
-        route = self.catalogue.view(config, holder.principal).resolve_uri(uri) if config is not None else None
+        if config is None:
+            return False
+        view = self.catalogue.view(config, holder.principal)
+        if holder.server:
+            server = self._servers.get(holder.server)
+            admitted = server is not None and server.admits(holder.tenant)
+            route = served_route(view, server, uri) if admitted else None
+        else:
+            route = view.resolve_uri(uri)
         return route is not None and (route.backend, route.original) == (key[0], key[2])
 
     async def _subscribe_upstream(self, key: Key, ctx: RequestContext) -> None:

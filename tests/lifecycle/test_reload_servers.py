@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -93,3 +94,41 @@ async def test_a_servers_new_template_reaches_its_live_sessions(start_gateway: A
     read = await client.rpc("resources/read", {"uri": "notes+notes://note/1"})
     assert "Unknown note id" in str(read)  # now the backend's own answer: there is no note 1 yet
     await client.close()
+
+
+def write_memo(path: Path, uris: list[str]) -> Path:
+    """Server `memo` takes the watched backend's resources `uris` (it tells subscribers of changes)."""
+    watched = {"name": "w", "transport": "stdio",
+               "command": [sys.executable, str(REPO_ROOT / "tests" / "e2e" / "watched_backend.py")]}
+    raw = {"server": {"host": HOST},
+           "auth": {"api_keys": [key(USER_KEY, "acme", ()), key(ADMIN_KEY, "ops", ("mcpgw:admin",))]},
+           "backends": [watched], "tenants": {"acme": {"backends": ["*"]}, "ops": {"backends": []}},
+           "servers": {"memo": {"tenants": ["acme"], "resources": [{"backend": "w", "uri": u} for u in uris]}},
+           "metrics": {"token": METRICS_TOKEN}, "logging": {"level": "info", "format": "json"}}
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+async def test_a_resource_a_reload_takes_off_a_server_sends_its_subscribers_no_more_updates(
+        start_gateway: Any, tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    config = write_memo(tmp_path / "gateway.yaml", ["memo://a", "memo://b"])
+    gateway = await serve(start_gateway, config)
+    client = await Client(http, gateway.url("/servers/memo/mcp"), USER_KEY).open()
+    toucher = await Client(http, gateway.url("/mcp"), USER_KEY).open()
+    assert (await client.rpc("resources/subscribe", {"uri": "w+memo://a"}))["result"] == {}
+    await toucher.call("w__touch", uri="memo://a", text="a1")
+    await client.notified("notifications/resources/updated")
+
+    write_memo(config, ["memo://b"])
+    status, outcome = await admin_reload(http, gateway)
+    assert status == 200, outcome
+    await client.notified("notifications/resources/list_changed")
+    await toucher.call("w__touch", uri="memo://a", text="a2")
+    await toucher.call("w__touch", uri="memo://b", text="b2")  # not subscribed: a marker that updates were sent
+    await asyncio.sleep(1.0)
+    heard = []
+    while not client.notifications.empty():
+        heard.append(client.notifications.get_nowait().get("method"))
+    assert "notifications/resources/updated" not in heard
+    await client.close()
+    await toucher.close()
