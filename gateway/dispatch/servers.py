@@ -38,7 +38,7 @@ def answers(server: VirtualServer, method: str) -> bool:
     """Whether `server` answers `method` (one of SERVER_METHODS): resources and completion only when it has
     items they apply to."""
     if method in RESOURCE_METHODS:
-        return bool(server.resources or server.templates)
+        return offers(server, "resources")
     if method == spec.COMPLETION_COMPLETE:
         return bool(server.prompts or server.templates)
     return True
