@@ -14,12 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.catalogue.listings import KINDS, OFFERED, SUBSCRIBE, TASKS_OFFER, Kind, Listed, usable_items
+from gateway.catalogue.listings import (
+    KINDS,
+    OFFERED,
+    SUBSCRIBE,
+    TASK_CALLS_OFFER,
+    TASKS_OFFER,
+    Kind,
+    Listed,
+    usable_items,
+)
 from gateway.catalogue.merge import BackendSnapshot, Tool, VersionHash, combined_version, snapshot_version
 from gateway.catalogue.variants import variant_tools
 from gateway.config import BackendConfig
 from gateway.protocol import spec
-from gateway.protocol.capabilities import NONE, declares_tasks
+from gateway.protocol.capabilities import NONE, declares_tasks, serves_task_calls
 from gateway.tracing.context import CURRENT
 from gateway.upstream.base import JsonObject, Upstream, UpstreamError, subscribable
 
@@ -72,6 +81,8 @@ class BackendLister:
             offers |= {SUBSCRIBE}
         if declares_tasks(declared):
             offers |= {TASKS_OFFER}
+        if serves_task_calls(declared):
+            offers |= {TASK_CALLS_OFFER}
         lists: dict[str, tuple[Listed, ...]] = {}
         for kind in (k for k in KINDS if k.capability in offers):
             if kind.name in keep:

@@ -55,6 +55,8 @@ SUBSCRIBE = "resources.subscribe"
 TASKS_OFFER = "extensions.tasks"
 """Recorded when a 2026 backend advertised the tasks extension in server/discover (upstream.base drops it
 from a handshake's capabilities: the extension does not apply there)."""
+TASK_CALLS_OFFER = "tasks.requests.tools.call"
+"""Recorded when a handshake-era backend declared 2025-11-25 task-augmented tools/call (dispatch.session_tasks)."""
 
 
 @dataclass(frozen=True, slots=True)

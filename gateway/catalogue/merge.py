@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from gateway.catalogue.listings import KINDS, Listed, Listing, merge_listing
+from gateway.catalogue.listings import KINDS, TASK_CALLS_OFFER, Listed, Listing, merge_listing
 from gateway.catalogue.namespace import exposed_name
 from gateway.catalogue.uris import rewrite_ui_meta
 from gateway.protocol import spec
@@ -18,6 +18,9 @@ JsonObject = dict[str, Any]
 
 ERA_TRAITS = frozenset({"era.handshake", "era.2026"})
 """The client traits of the two eras (catalogue.variants): a client has exactly one of them."""
+TASK_TRAIT = "tasks"
+"""The client trait of a 2025-11-25 session that declared `tasks` (catalogue.variants): tools that require tasks,
+of a backend that serves them, are listed to such clients only."""
 TASK_SUPPORT_KEY = b'"taskSupport"'
 """A tool whose JSON lacks this key cannot require tasks, so most tools are never decoded at merge."""
 HEADER_ANNOTATION = spec.X_MCP_HEADER.encode()
@@ -118,7 +121,7 @@ class Catalogue:
     by_name: Mapping[str, ToolEntry]
     collisions: tuple[Collision, ...] = ()
     renamed: tuple[tuple[str, str, str], ...] = ()  # (backend, original, exposed)
-    hidden: tuple[tuple[str, str], ...] = ()  # (backend, original): needs tasks
+    hidden: tuple[tuple[str, str], ...] = ()  # (backend, original): needs tasks its backend does not serve
     snapshots: Mapping[str, BackendSnapshot] = field(default_factory=dict)
     listings: Mapping[str, Listing] = field(default_factory=dict)  # prompts, resources, templates
     order: tuple[tuple[str, str], ...] = ()  # (backend, namespace) in config order
@@ -192,11 +195,14 @@ def backend_entries(backend: str, namespace: str, separator: str, snapshot: Back
     entries: list[ToolEntry] = []
     renamed: list[tuple[str, str, str]] = []
     hidden: list[tuple[str, str]] = []
+    serves_tasks = snapshot is not None and TASK_CALLS_OFFER in snapshot.offers
     for tool in snapshot.tools if snapshot else ():
         original = tool.name
         if _needs_tasks(tool):
-            hidden.append((backend, original))
-            continue
+            if not serves_tasks:
+                hidden.append((backend, original))
+                continue
+            tool = replace(tool, needs=tool.needs | {TASK_TRAIT})  # listed to clients that can call it
         name = exposed_name(namespace, separator, original)
         if name != (f"{namespace}{separator}{original}" if namespace else original):
             renamed.append((backend, original, name))

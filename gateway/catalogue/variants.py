@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.catalogue.merge import ERA_TRAITS, Tool
+from gateway.catalogue.merge import ERA_TRAITS, TASK_TRAIT, Tool
 from gateway.protocol.capabilities import (
     ALL,
     ELICITATION_FORM,
@@ -41,6 +41,7 @@ from gateway.protocol.capabilities import (
     SAMPLING,
     SAMPLING_CONTEXT,
     SAMPLING_TOOLS,
+    SESSION_TASKS,
 )
 
 GROUPS: Final = {
@@ -68,6 +69,8 @@ def traits(flags: frozenset[str], modern: bool) -> frozenset[str]:
     known = _traits.get((flags, modern))
     if known is None:
         groups = {group for group, members in GROUPS.items() if flags & members}
+        if SESSION_TASKS in flags and not modern:  # a 2025-11-25 session that knows tasks (merge.TASK_TRAIT)
+            groups.add(TASK_TRAIT)
         known = _traits[(flags, modern)] = frozenset({*groups, AT_2026 if modern else IN_SESSION})
     return known
 

@@ -26,6 +26,7 @@ from gateway.dispatch.prompts import PromptMethods
 from gateway.dispatch.refusals import DENIED, Refusals
 from gateway.dispatch.resources import ResourceMethods
 from gateway.dispatch.scopes import ScopeRules
+from gateway.dispatch.session_tasks import SessionTasks
 from gateway.dispatch.stateless import StatelessRules
 from gateway.dispatch.subscriptions import Subscriptions
 from gateway.dispatch.tasks import TaskMethods
@@ -78,7 +79,8 @@ class Dispatcher:
         forwarder = Forwarder(config=config, pool=pool, metrics=metrics, on_served=relisted, credentials=credentials)
         self.stateless = StatelessRules(server_info=SERVER_INFO, backend_hints=self._list_ttl_hints)
         refusals = Refusals(catalogue=catalogue, metrics=metrics)
-        tools = ToolMethods(catalogue=catalogue, forwarder=forwarder,
+        self.session_tasks = SessionTasks(catalogue=catalogue, forwarder=forwarder)  # 2025-11-25 tasks
+        tools = ToolMethods(catalogue=catalogue, forwarder=forwarder, tasks=self.session_tasks,
                             validate_arguments=config.catalogue.validate_arguments,
                             server_info=self.stateless.server_info, refusals=refusals)
         prompts = PromptMethods(catalogue=catalogue, forwarder=forwarder, refusals=refusals)
@@ -112,6 +114,8 @@ class Dispatcher:
             table[spec.SUBSCRIPTIONS_LISTEN] = self.listeners.listen
         relay_task = TaskMethods(forwarder=forwarder).relay  # the tasks extension: 2026 only
         table.update((method, relay_task) for method in spec.TASK_METHODS)
+        self._methods.update((method, self.session_tasks.relay)  # a session's (tasks/list: not served)
+                             for method in spec.SESSION_TASK_METHODS - {spec.TASKS_LIST})
         self._stateless_methods = self.stateless.methods(table, self._discover, self._catalogue_version)
         # a virtual server's requests (ctx.server): its few methods only (dispatch.servers)
         self._server_methods = {m: h for m, h in self._methods.items() if m in servers.SERVER_METHODS}
@@ -217,6 +221,8 @@ class Dispatcher:
             capabilities["completions"] = {}
         if view.offers("logging"):  # the gateway keeps each client's level, and filters the backends' messages
             capabilities["logging"] = {}
+        if ctx.envelope is None and (tasks := self.session_tasks.capability(ctx)) is not None:
+            capabilities["tasks"] = tasks  # relayed from the tenant's backends (dispatch.session_tasks)
         return capabilities
 
     async def roots_changed(self, ctx: RequestContext) -> None:

@@ -41,6 +41,8 @@ class TaskMethods:
         handle = params.get("taskId")
         try:
             ref = ctx.seal.open_task(handle, sealed_for(ctx))
+            if ref.session is not None:
+                raise UnknownTask("a 2025-11-25 session's task")
             uses = ctx.tenant.backends
             if not self.forwarder.knows(ref.backend) or ("*" not in uses and ref.backend not in uses):
                 raise UnknownTask("its backend is gone, or no longer the tenant's")

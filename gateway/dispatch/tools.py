@@ -14,6 +14,7 @@ from gateway.dispatch.discovery import SearchTools
 from gateway.dispatch.forward import Forwarder, encoded
 from gateway.dispatch.refusals import Refusals
 from gateway.dispatch.servers import served_call
+from gateway.dispatch.session_tasks import SessionTasks
 from gateway.protocol import eras, spec
 from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import JsonObject, Message
@@ -25,8 +26,9 @@ MRTR_PARAMS = ("inputResponses", "requestState")
 
 class ToolMethods:
     def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder, validate_arguments: bool,
-                 server_info: Any = None, refusals: Refusals | None = None) -> None:
+                 server_info: Any = None, refusals: Refusals | None = None, tasks: SessionTasks | None = None) -> None:
         self.catalogue = catalogue
+        self.tasks = tasks or SessionTasks(catalogue=catalogue, forwarder=forwarder)
         self.forwarder = forwarder
         self.refusals = refusals or Refusals(catalogue=catalogue)
         self.search_tools = SearchTools(catalogue)
@@ -86,7 +88,10 @@ class ToolMethods:
         if ctx.envelope is not None and ("inputResponses" in params or "requestState" in params):
             forward.update((key, params[key]) for key in MRTR_PARAMS if key in params)  # a 2026 retry's answers
         backend = self.forwarder.backend(entry.backend)
-        result = await self.forwarder.forward(backend, spec.TOOLS_CALL, forward, ctx)
+        if "task" in params and ctx.envelope is None and self.tasks.augment(forward, params["task"], backend.name, ctx):
+            result = await self.tasks.create(backend, forward, ctx)  # 2025-11-25 tasks (dispatch.session_tasks)
+        else:
+            result = await self.forwarder.forward(backend, spec.TOOLS_CALL, forward, ctx)
         if result.get("isError"):
             ctx.outcome = "tool_error"
         rewrite_blocks(result.get("content"), backend.namespace)  # resource links name gateway URIs

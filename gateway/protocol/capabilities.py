@@ -26,6 +26,10 @@ TASKS: Final = "extensions.tasks"
 """A 2026 request declared the tasks extension: never a session's flag (it has no meaning in a handshake), only
 what the gateway declares to a 2026 backend for that request (`for_backend`)."""
 WITH_TASKS: Final = frozenset({TASKS})
+SESSION_TASKS: Final = "tasks"
+"""A 2025-11-25 session's client declared `tasks`: it knows task-augmented calls, so it is listed the tools that
+require them (catalogue.variants). Never declared to a backend (`for_backend` ignores it): the gateway hosts no
+client-side tasks."""
 AT_2026: Final = "era.2026"
 """The request comes from a 2026 client: a backend serving both eras gets it at 2026, as that client would reach
 it directly. Never a session's flag, never declared to a backend (`for_backend` ignores it)."""
@@ -38,6 +42,8 @@ ALL: Final = frozenset({SAMPLING, SAMPLING_CONTEXT, SAMPLING_TOOLS, ELICITATION_
 """Every flag: what the gateway declares to a backend it cannot tell clients apart on (stdio)."""
 
 NONE: Final = frozenset[str]()
+STORED: Final = ALL | {SESSION_TASKS}
+"""The flags a session keeps."""
 
 RELAYED_METHODS: Final = frozenset({spec.SAMPLING_CREATE_MESSAGE, spec.ELICITATION_CREATE, spec.ROOTS_LIST})
 """Backend requests the gateway relays to the client of the call they belong to."""
@@ -47,11 +53,14 @@ LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", 
 SEVERITY: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 
 
-def declared(capabilities: Any) -> frozenset[str]:
-    """The relayable flags in a client's `initialize` capabilities (anything malformed counts as absent)."""
+def declared(capabilities: Any, version: str | None = None) -> frozenset[str]:
+    """The relayable flags in a client's `initialize` capabilities (anything malformed counts as absent); with
+    the session's `version`, SESSION_TASKS too where that version has tasks."""
     if not capabilities or not isinstance(capabilities, Mapping):  # none declared (often, from 2026 clients)
         return NONE  # told first: an isinstance against an ABC costs more than the rest of this call
     flags: set[str] = set()
+    if version == spec.TASKS_VERSION and isinstance(capabilities.get("tasks"), Mapping):
+        flags.add(SESSION_TASKS)
     sampling = capabilities.get("sampling")
     if isinstance(sampling, Mapping):
         flags.add(SAMPLING)
@@ -92,6 +101,14 @@ def for_backend(flags: Iterable[str]) -> dict[str, Any]:
     return capabilities
 
 
+def serves_task_calls(capabilities: Mapping[str, Any]) -> bool:
+    """Whether a handshake-era server's capabilities declare 2025-11-25 task-augmented `tools/call`."""
+    tasks = capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, Mapping) else None
+    tools = requests.get("tools") if isinstance(requests, Mapping) else None
+    return isinstance(tools, Mapping) and isinstance(tools.get("call"), Mapping)
+
+
 def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
     """Whether client (or a 2026 backend's discover) capabilities declare the tasks extension."""
     extensions = capabilities.get("extensions")
@@ -115,7 +132,7 @@ def needed(method: str, params: Any) -> frozenset[str]:
 
 def encode_flags(flags: Iterable[str]) -> list[str]:
     """Flags as a sorted list (for storage); unknown ones are dropped."""
-    return sorted(ALL.intersection(flags))
+    return sorted(STORED.intersection(flags))
 
 
 def log_level(value: Any) -> str | None:

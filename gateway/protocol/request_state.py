@@ -84,10 +84,12 @@ class UnknownTask(InvalidParams):
 
 @dataclass(frozen=True, slots=True)
 class TaskRef:
-    """What a task handle names: the 2026 backend that made the task, and its own taskId."""
+    """What a task handle names: the backend that made the task, and its own taskId; for a 2025-11-25 task, the
+    flags of the backend session that made it too (`session`: tasks live in that session; None: a 2026 task)."""
 
     backend: str
     task_id: str
+    session: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,8 @@ class StateSeal:
         """A task handle for `principal`: the backend and its taskId, bound to the tenant and the principal."""
         key = self.keys[0]
         claims = {"b": ref.backend, "i": ref.task_id, "n": principal[0], "p": _principal(key, principal)}
+        if ref.session is not None:
+            claims["s"] = sorted(ref.session)
         signed = f"{TASK_VERSION}.{_b64(orjson.dumps(claims))}"
         return f"{signed}.{_b64(_tag(key, signed))}"
 
@@ -168,7 +172,8 @@ class StateSeal:
         try:
             key = self._key_for(signed, tag, TASK_VERSION)
             claims = orjson.loads(_unb64(signed.partition(".")[2]))
-            ref = TaskRef(claims["b"], claims["i"])
+            session = claims.get("s")
+            ref = TaskRef(claims["b"], claims["i"], None if session is None else frozenset(session))
         except InvalidState as exc:
             raise UnknownTask(exc.reason) from exc
         except (ValueError, KeyError, TypeError) as exc:

@@ -91,6 +91,15 @@ TASKS_UPDATE: Final = "tasks/update"
 TASKS_CANCEL: Final = "tasks/cancel"
 TASK_METHODS: Final = frozenset({TASKS_GET, TASKS_UPDATE, TASKS_CANCEL})
 """2026-07-28, the tasks extension's methods (`tasks/result` and `tasks/list` are gone there)."""
+TASKS_RESULT: Final = "tasks/result"
+TASKS_LIST: Final = "tasks/list"
+SESSION_TASK_METHODS: Final = frozenset({TASKS_GET, TASKS_RESULT, TASKS_CANCEL, TASKS_LIST})
+"""2025-11-25 (experimental, SEP-1686): the task methods of a session (`tasks/update` is 2026's)."""
+TASKS_STATUS: Final = "notifications/tasks/status"
+TASKS_VERSION: Final = "2025-11-25"
+"""The one handshake-era version with tasks (`params.task`, `execution.taskSupport`, the `tasks` capability)."""
+RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
+"""2025-11-25: the `_meta` key naming the task a message belongs to (`{taskId}`)."""
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 """The extension's id, in `capabilities.extensions` of discover and of a request's clientCapabilities."""
 
@@ -134,7 +143,7 @@ KNOWN_METHODS: Final = frozenset({
     INITIALIZE, PING, TOOLS_LIST, TOOLS_CALL, PROMPTS_LIST, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ,
     RESOURCES_TEMPLATES_LIST, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE, COMPLETION_COMPLETE, LOGGING_SET_LEVEL,
     SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, INITIALIZED, CANCELLED, PROGRESS, ROOTS_LIST_CHANGED,
-    TOOLS_LIST_CHANGED, TASKS_GET, TASKS_UPDATE, TASKS_CANCEL,
+    TOOLS_LIST_CHANGED, TASKS_GET, TASKS_UPDATE, TASKS_CANCEL, TASKS_RESULT, TASKS_LIST,
 })
 """Methods a client may send, named in metrics; any other becomes `other` so labels stay bounded."""
 

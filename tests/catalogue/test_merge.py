@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import pytest
 
+from gateway.catalogue.listings import TASK_CALLS_OFFER
 from gateway.catalogue.merge import (
+    TASK_TRAIT,
     BackendSnapshot,
     Catalogue,
     Collision,
@@ -148,6 +151,14 @@ def test_a_tool_that_requires_tasks_is_hidden_and_reported() -> None:
     catalogue = build([("a", "a")], snap("a", tool("sync"), tool("long", execution={"taskSupport": "required"})))
     assert names(catalogue) == ["a__sync"]
     assert catalogue.hidden == (("a", "long"),)
+
+
+def test_a_tool_that_requires_tasks_is_listed_to_task_clients_when_its_backend_serves_2025_11_25_tasks() -> None:
+    serving = replace(snap("a", tool("sync"), tool("long", execution={"taskSupport": "required"})),
+                      offers=frozenset({TASK_CALLS_OFFER}))
+    catalogue = build([("a", "a")], serving)
+    assert (names(catalogue), catalogue.hidden, catalogue.gated) == (["a__sync", "a__long"], (), True)
+    assert (catalogue.by_name["a__long"].tool.needs, catalogue.by_name["a__sync"].tool.needs) == ({TASK_TRAIT}, set())
 
 
 def test_a_tool_with_optional_or_forbidden_task_support_is_shown() -> None:

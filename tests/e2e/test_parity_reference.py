@@ -10,11 +10,12 @@ tools, prompts, resources and templates listed, and the result of every tool tha
 must be the same directly and through the gateway.
 
 Left out of the comparison, each for a stated reason: `gzip-file-as-resource` (its default input is a
-download); tools whose `execution.taskSupport` is `required` (2025-11-25 tasks are not relayed:
-the gateway hides them, README "Tasks"); and the result of server-everything's `get-roots-list` for a
-client that declared roots: the server asks for the roots right after its initialize, outside any call,
-and a backend session serves many clients, so the gateway has no client to ask (README, "Backends asking
-the client"); the tool is listed and called all the same, and answers.
+download); tools whose `execution.taskSupport` is `required` (the gateway lists them only to 2025-11-25
+clients that declared `tasks`, which the SDK client cannot; test_tasks_session.py compares their task
+lifecycle direct and through the gateway, docs/concepts/tasks.md); and the result of server-everything's
+`get-roots-list` for a client that declared roots: the server asks for the roots right after its
+initialize, outside any call, and a backend session serves many clients, so the gateway has no client to
+ask (README, "Backends asking the client"); the tool is listed and called all the same, and answers.
 """
 
 from __future__ import annotations
@@ -234,7 +235,8 @@ def steady(result: Any) -> Any:
 
 
 def without_hidden(tools: dict[str, Any]) -> dict[str, Any]:
-    """A direct list as the gateway serves it: tools that require 2025-11-25 tasks are hidden (not relayed)."""
+    """A direct list as the gateway serves it to these clients: tools that require 2025-11-25 tasks are hidden
+    (the clients declared no `tasks`)."""
     return {name: tool for name, tool in tools.items() if not needs_tasks(tool)}
 
 

@@ -219,6 +219,7 @@ async def test_mcp_name_must_repeat_the_handle(raw: StatelessClient, backend: Ru
 
 
 async def test_a_session_has_no_task_methods(running: RunningGateway, http: aiohttp.ClientSession) -> None:
+    """No backend of acme serves 2025-11-25 tasks (test_tasks_session.py): its sessions are offered none."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {make_token('acme')}"}
     hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {"extensions": {TASKS: {}}},

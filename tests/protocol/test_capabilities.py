@@ -6,7 +6,18 @@ from typing import Any
 
 import pytest
 
-from gateway.protocol.capabilities import ALL, declared, encode_flags, for_backend, log_level, loud_enough, needed
+from gateway.catalogue.variants import traits
+from gateway.protocol.capabilities import (
+    ALL,
+    SESSION_TASKS,
+    declared,
+    encode_flags,
+    for_backend,
+    log_level,
+    loud_enough,
+    needed,
+    serves_task_calls,
+)
 
 SDK_CLIENT = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": True}}
 
@@ -56,3 +67,20 @@ def test_log_levels_and_which_messages_are_loud_enough() -> None:
     assert loud_enough(message, "debug") and loud_enough(message, "info")
     assert not loud_enough(message, "notice")
     assert loud_enough({"method": "notifications/message", "params": {"level": "odd"}}, "emergency")
+
+
+def test_a_2025_11_25_session_that_declared_tasks_is_listed_the_tools_that_require_them() -> None:
+    assert declared({"tasks": {}}, "2025-11-25") == {SESSION_TASKS}
+    assert declared({"tasks": {}}, "2025-06-18") == declared({"tasks": {}}) == declared({"tasks": True}, "2025-11-25")
+    assert encode_flags({SESSION_TASKS, "sampling"}) == ["sampling", SESSION_TASKS]  # kept with the session
+    assert for_backend({SESSION_TASKS}) == {}  # the gateway hosts no client-side tasks
+    assert "tasks" in traits(frozenset({SESSION_TASKS}), False)
+    assert "tasks" not in traits(frozenset({SESSION_TASKS}), True) | traits(frozenset(), False)
+
+
+@pytest.mark.parametrize(("capabilities", "serves"), [
+    ({"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}, True),
+    ({"tasks": {"requests": {"sampling": {"createMessage": {}}}}}, False),
+    ({"tasks": {"requests": {"tools": {"call": True}}}}, False), ({"tasks": {}}, False), ({}, False)])
+def test_a_server_serves_task_calls_when_it_declares_tasks_requests_tools_call(capabilities: Any, serves: bool) -> None:
+    assert serves_task_calls(capabilities) is serves

@@ -125,6 +125,14 @@ def test_a_task_handle_opens_to_its_task_for_its_principal_only() -> None:
     assert unknown_task(handle, seal=StateSeal([OTHER_KEY], 60)).startswith("bad tag")
 
 
+def test_a_session_task_handle_keeps_the_flags_of_the_backend_session_that_holds_the_task() -> None:
+    seal = StateSeal([KEY], 60)
+    session_task = TaskRef("web", "backend-task-1", frozenset({"sampling", "tasks"}))
+    opened = seal.open_task(seal.seal_task(session_task, ALICE), ALICE)
+    assert opened == session_task and opened != TASK  # a 2026 task's handle names no session (None)
+    assert seal.open_task(seal.seal_task(TaskRef("web", "t", frozenset()), ALICE), ALICE).session == frozenset()
+
+
 def test_a_task_handle_and_a_request_state_never_pass_for_each_other() -> None:
     seal = StateSeal([KEY], 60)
     state = seal.seal(Passed("web", "backend-task-1"), CALL, now=NOW)

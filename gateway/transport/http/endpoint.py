@@ -159,7 +159,8 @@ class McpEndpoint:
             raise InvalidRequest("Invalid Request: initialize must be a request")
         params = message.params or {}
         version = spec.negotiate_version(params.get("protocolVersion"))
-        session = await self.sessions.create(caller[0], version, declared(params.get("capabilities")),
+        tasks_version = version if server is None else None  # a virtual server serves no tasks (session_tasks)
+        session = await self.sessions.create(caller[0], version, declared(params.get("capabilities"), tasks_version),
                                              server.name if server is not None else "")
         ctx = self._context(request, caller, session, message.method, params, request.get(SPAN), server)
         reply = await self.exchange.handle_message(message, ctx)
@@ -264,7 +265,7 @@ class McpEndpoint:
             caller[0], caller[1], request[REQUEST_ID], session.protocol_version, session.id, method,
             capabilities=session.capabilities, log_level=session.log_level, settings=self.sessions,
             traceparent=span.traceparent if span is not None else trace.traceparent, tracestate=trace.tracestate,
-            span=span, server=server)
+            span=span, server=server, seal=self.stateless.seal)  # 2025-11-25 task handles (dispatch.session_tasks)
         return ctx
 
     def _span(self, request: web.Request, data: Any) -> RequestSpan | None:

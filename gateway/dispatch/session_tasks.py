@@ -1,0 +1,130 @@
+"""2025-11-25 tasks (experimental, SEP-1686) between a session's client and a handshake-era backend that serves them.
+
+A backend whose session declared `tasks.requests.tools.call` (catalogue.listings.TASK_CALLS_OFFER) gets a
+session client's task-augmented `tools/call` with its `task` param; its CreateTaskResult goes back with the
+taskId inside the gateway's seal (protocol.request_state.TaskRef): the handle names the backend, its taskId and
+the flags of the backend session that holds the task (a backend keeps tasks per session), and it opens for the
+same tenant and principal only. `tasks/get`, `tasks/result` and `tasks/cancel` name a handle and go to that
+backend session with the backend's own taskId; what comes back names the handle again (`taskId`, and the
+`related-task` of a result), and a task's tool result gets the rewrites a tools/call result gets. A handle that
+is not the caller's, or whose backend is gone, is -32602 as an unknown task is; so is a 2026 task's handle.
+
+Not served: `tasks/list` (a backend session is shared by the tenant's clients that declared alike, so its list
+spans other principals' tasks, and the gateway keeps no record of who made which: not advertised, -32601 as
+for any method not offered); `notifications/tasks/status` (a backend sends them on its session's own stream,
+shared by many clients: not relayed; the spec lets requestors rely on polling only); tasks on a backend that
+does not serve them (the `task` param is dropped, and the call runs as any other: the spec's rule for a
+receiver without the capability); tasks of 2026 backends for session clients (a tool that requires them is
+not listed to session clients), and tasks on virtual servers and the stdio transport (no seal there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from gateway.catalogue.listings import TASK_CALLS_OFFER
+from gateway.catalogue.refresher import CatalogueService
+from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
+from gateway.config import Backend
+from gateway.dispatch.forward import Forwarder, sealed_for
+from gateway.protocol import spec
+from gateway.protocol.errors import InvalidParams, MethodNotFound
+from gateway.protocol.jsonrpc import JsonObject, Message
+from gateway.protocol.request_state import TaskRef, UnknownTask
+from gateway.tenancy import RequestContext
+
+log = structlog.get_logger("gateway.dispatch")
+
+
+
+class SessionTasks:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+        self.catalogue = catalogue
+        self.forwarder = forwarder
+
+    def capability(self, ctx: RequestContext) -> JsonObject | None:
+        """The `tasks` capability for this session's initialize: only where a backend of its tenant serves tasks."""
+        if not _can_hold(ctx):
+            return None
+        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        # no `list`: see the module docstring
+        return {"cancel": {}, "requests": {"tools": {"call": {}}}} if view.extends(TASK_CALLS_OFFER) else None
+
+    def augment(self, forward: JsonObject, task: Any, backend: str, ctx: RequestContext) -> bool:
+        """Put a call's `task` param in what goes to `backend`, if it serves tasks for this session (else the
+        param is dropped and the call runs as any other)."""
+        if not isinstance(task, dict):
+            raise InvalidParams("Invalid params: task must be an object")
+        if not _can_hold(ctx) or not self.catalogue.current.offers(backend, TASK_CALLS_OFFER):
+            return False
+        forward["task"] = task
+        return True
+
+    async def create(self, backend: Backend, forward: JsonObject, ctx: RequestContext) -> JsonObject:
+        """A task-augmented tools/call: the backend's CreateTaskResult with its taskId sealed (or, should it run
+        the call at once, its result as it is)."""
+        result = await self.forwarder.forward(backend, spec.TOOLS_CALL, forward, ctx)
+        task = result.get("task")
+        if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+            assert ctx.seal is not None  # augment() saw it
+            ctx.outcome = "task"
+            ref = TaskRef(backend.name, task["taskId"], ctx.capabilities)
+            result["task"] = {**task, "taskId": ctx.seal.seal_task(ref, sealed_for(ctx))}
+        return result
+
+    async def relay(self, message: Message, ctx: RequestContext) -> JsonObject:
+        """tasks/get, tasks/result or tasks/cancel, to the task's backend session and back."""
+        assert message.method is not None
+        if self.capability(ctx) is None:  # not offered to this session: as for any method the gateway lacks
+            raise MethodNotFound(f"Method not found: {message.method}")
+        params = message.params or {}
+        handle = params.get("taskId")
+        ref = self._opened(handle, ctx)
+        ctx.backend = ref.backend
+        backend = self.forwarder.backend(ref.backend)
+        forward: JsonObject = {"taskId": ref.task_id}
+        if isinstance(params.get("_meta"), dict):
+            forward["_meta"] = params["_meta"]
+        declared, ctx.capabilities = ctx.capabilities, ref.session or frozenset()
+        try:  # the backend session that holds the task (its flags: whoever made it)
+            result = await self.forwarder.forward(backend, message.method, forward, ctx)
+        finally:
+            ctx.capabilities = declared
+        return _named(result, handle, ref.task_id, backend.namespace)
+
+    def _opened(self, handle: Any, ctx: RequestContext) -> TaskRef:
+        """The task a handle names, if it is a session task of this caller on one of its backends."""
+        try:
+            assert ctx.seal is not None  # capability() saw it
+            ref = ctx.seal.open_task(handle, sealed_for(ctx))
+            uses = ctx.tenant.backends
+            if ref.session is None:
+                raise UnknownTask("a 2026 task")
+            if not self.forwarder.knows(ref.backend) or ("*" not in uses and ref.backend not in uses):
+                raise UnknownTask("its backend is gone, or no longer the tenant's")
+        except UnknownTask as exc:
+            log.info("task_handle_refused", reason=exc.reason, request_id=ctx.request_id)  # the client hears -32602
+            raise
+        return ref
+
+
+def _can_hold(ctx: RequestContext) -> bool:
+    """Whether this request's client may be handed tasks: a 2025-11-25 session's, on the gateway's own endpoint,
+    where handles can be sealed."""
+    return (ctx.envelope is None and ctx.seal is not None and ctx.server is None
+            and ctx.protocol_version == spec.TASKS_VERSION)
+
+
+def _named(result: JsonObject, handle: Any, task_id: str, namespace: str) -> JsonObject:
+    """A backend's tasks/* result as the client knows the task: by its handle; a tool result with gateway URIs."""
+    if result.get("taskId") == task_id:  # a Task (tasks/get, tasks/cancel)
+        result["taskId"] = handle
+    meta = result.get("_meta")
+    related = meta.get(spec.RELATED_TASK) if isinstance(meta, dict) else None
+    if isinstance(related, dict) and related.get("taskId") == task_id:  # a tasks/result's
+        meta[spec.RELATED_TASK] = {**related, "taskId": handle}  # type: ignore[index]
+    rewrite_blocks(result.get("content"), namespace)
+    rewrite_ui_meta(meta, namespace)
+    return result

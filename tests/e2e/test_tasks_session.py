@@ -1,0 +1,210 @@
+"""2025-11-25 tasks (experimental, SEP-1686) from session clients, through the gateway to the reference server
+`@modelcontextprotocol/server-everything` (its `simulate-research-query` requires a task), and direct to it.
+
+The official SDK client has no 2025-11-25 tasks, so a plain HTTP client drives both ends. The same lifecycle
+must come out direct and through the gateway: the task created, polled to `completed`, its result fetched;
+a cancel reaches the backend. The gateway's handle opens for its own tenant and subject only (anyone else gets
+the error of an unknown task), and a client that did not declare `tasks` is not listed the tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from backend_fixtures import HOST, free_port, stop_process
+from conftest import MCP_HEADERS, RunningGateway, StartGateway, make_config, make_token, stdio_backend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+from conformance_suite import ensure_installed, node, reference_server
+
+pytestmark = pytest.mark.timeout(180)
+
+LOOPBACK = str(Path(__file__).with_name("loopback.cjs"))
+TOOL = "simulate-research-query"
+TENANTS = {"acme": {"backends": ["*"]}, "beta": {"backends": ["*"]}, "globex": {"backends": ["calc"]}}
+TERMINAL = {"completed", "failed", "cancelled"}
+RELATED = "io.modelcontextprotocol/related-task"
+
+
+class Session:
+    """A 2025-11-25 session over plain HTTP; replies as JSON or SSE (the reference server streams them)."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, token: str | None = None) -> None:
+        self.http, self.url, self.token = http, url, token
+        self.session_id: str | None = None
+        self.version = "2025-11-25"
+        self.next_id = 0
+
+    async def open(self, capabilities: dict[str, Any], version: str = "2025-11-25") -> dict[str, Any]:
+        self.version = version
+        result = await self.result("initialize", {"protocolVersion": version, "capabilities": capabilities,
+                                                  "clientInfo": {"name": "raw", "version": "1"}})
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
+
+    async def send(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        headers = dict(MCP_HEADERS, **{"MCP-Protocol-Version": self.version})
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        async with self.http.post(self.url, data=orjson.dumps(message), headers=headers) as response:
+            self.session_id = response.headers.get("Mcp-Session-Id", self.session_id)
+            raw = await response.read()
+            assert response.status in (200, 202), (response.status, raw)
+        if "id" not in message:
+            return None
+        frames = [raw] if response.content_type == "application/json" else [
+            line[5:] for line in raw.splitlines() if line.startswith(b"data:") and line[5:].strip()]
+        replies = [orjson.loads(frame) for frame in frames]
+        return next(reply for reply in replies if reply.get("id") == message["id"] and "method" not in reply)
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        reply = await self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert reply is not None
+        return reply
+
+    async def result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        reply = await self.call(method, params)
+        assert "result" in reply, reply
+        return reply["result"]
+
+
+# ---------------------------------------------------------------- the servers
+
+
+@pytest.fixture(scope="module")
+async def everything() -> AsyncIterator[str]:
+    """server-everything over Streamable HTTP on a port of its own (bound to 127.0.0.1: loopback.cjs)."""
+    ensure_installed()
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        str(node()), "--require", LOOPBACK, str(reference_server("server-everything")), "streamableHttp",
+        env={**os.environ, "PORT": str(port)}, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection(HOST, port)
+            except OSError:
+                await asyncio.sleep(0.1)
+                continue
+            writer.close()
+            break
+        yield f"http://{HOST}:{port}/mcp"
+    finally:
+        await stop_process(process)
+
+
+@pytest.fixture
+async def running(everything: str, gateway: StartGateway) -> RunningGateway:
+    backends = [{"name": "everything", "transport": "http", "url": everything, "namespace": ""}, stdio_backend("calc")]
+    return await gateway(make_config(backends, tenants=TENANTS))
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+async def opened(http: aiohttp.ClientSession, url: str, token: str | None = None,
+                 capabilities: dict[str, Any] | None = None) -> tuple[Session, dict[str, Any]]:
+    session = Session(http, url, token)
+    initialized = await session.open({"tasks": {}} if capabilities is None else capabilities)
+    return session, initialized
+
+
+async def lifecycle(session: Session) -> dict[str, Any]:
+    """A task of the tool, polled to its end, and its result: what a client sees of it (times and ids aside)."""
+    created = await session.result("tools/call", {"name": TOOL, "arguments": {"topic": "tides"},
+                                                  "task": {"ttl": 60000}})
+    task = created["task"]
+    statuses = [task["status"]]
+    for _ in range(200):
+        got = await session.result("tasks/get", {"taskId": task["taskId"]})
+        assert got["taskId"] == task["taskId"]
+        if got["status"] != statuses[-1]:
+            statuses.append(got["status"])
+        if got["status"] in TERMINAL:
+            break
+        await asyncio.sleep(0.2)
+    result = await session.result("tasks/result", {"taskId": task["taskId"]})
+    assert result["_meta"][RELATED]["taskId"] == task["taskId"]
+    return {"created": sorted(task), "ttl": task.get("ttl"), "statuses": statuses, "content": result["content"],
+            "isError": result.get("isError", False)}
+
+
+# ---------------------------------------------------------------- the tests
+
+
+async def test_a_task_runs_through_the_gateway_as_it_does_direct(running: RunningGateway, everything: str,
+                                                                 http: aiohttp.ClientSession) -> None:
+    direct, direct_init = await opened(http, everything)
+    through, init = await opened(http, running.url, make_token("acme"))
+    assert direct_init["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
+    assert init["capabilities"]["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}  # no list
+    listed = {tool["name"]: tool for tool in (await through.result("tools/list", {}))["tools"]}
+    assert listed[TOOL]["execution"] == {"taskSupport": "required"}
+    seen = await lifecycle(through)
+    assert seen == await lifecycle(direct)
+    assert seen["statuses"][-1] == "completed" and "Research Report: tides" in seen["content"][0]["text"]
+
+
+async def test_a_handle_opens_for_its_own_tenant_and_subject_only(running: RunningGateway,
+                                                                  http: aiohttp.ClientSession) -> None:
+    owner, _ = await opened(http, running.url, make_token("acme"))
+    created = await owner.result("tools/call", {"name": TOOL, "arguments": {"topic": "x"}, "task": {}})
+    handle = created["task"]["taskId"]
+    assert (await owner.result("tasks/get", {"taskId": handle}))["taskId"] == handle
+    unknown = (await owner.call("tasks/get", {"taskId": "no-such-task"}))["error"]
+    assert unknown["code"] == -32602
+    for token in (make_token("acme", sub="someone-else"), make_token("beta")):
+        other, _ = await opened(http, running.url, token)
+        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            assert (await other.call(method, {"taskId": handle}))["error"] == unknown
+    altered = handle[:-2] + ("AA" if not handle.endswith("AA") else "BB")
+    assert (await owner.call("tasks/get", {"taskId": altered}))["error"] == unknown
+
+
+async def test_a_cancel_reaches_the_backend(running: RunningGateway, everything: str,
+                                            http: aiohttp.ClientSession) -> None:
+    for session, _ in (await opened(http, everything), await opened(http, running.url, make_token("acme"))):
+        created = await session.result("tools/call", {"name": TOOL, "arguments": {"topic": "y"}, "task": {}})
+        handle = created["task"]["taskId"]
+        cancelled = await session.result("tasks/cancel", {"taskId": handle})
+        assert (cancelled["taskId"], cancelled["status"]) == (handle, "cancelled")
+        assert (await session.result("tasks/get", {"taskId": handle}))["status"] == "cancelled"  # the backend's
+        again = (await session.call("tasks/cancel", {"taskId": handle}))["error"]
+        assert again["code"] == -32602  # already terminal: the backend's own refusal, passed on
+
+
+async def test_clients_that_cannot_use_tasks_do_not_see_the_tool(running: RunningGateway,
+                                                                 http: aiohttp.ClientSession) -> None:
+    plain, init = await opened(http, running.url, make_token("acme"), capabilities={})
+    assert init["capabilities"]["tasks"]  # the gateway serves tasks; this client just never said it knows them
+    assert TOOL not in {tool["name"] for tool in (await plain.result("tools/list", {}))["tools"]}
+    refused = (await plain.call("tools/call", {"name": TOOL, "arguments": {"topic": "z"}, "task": {}}))["error"]
+    assert refused["code"] == -32602 and TOOL in refused["message"]
+    older = Session(http, running.url, make_token("acme"))
+    older_init = await older.open({"tasks": {}}, version="2025-06-18")  # no tasks before 2025-11-25
+    assert "tasks" not in older_init["capabilities"]
+    assert TOOL not in {tool["name"] for tool in (await older.result("tools/list", {}))["tools"]}
+    assert (await older.call("tasks/get", {"taskId": "x"}))["error"]["code"] == -32601  # not offered to it
+
+
+async def test_tasks_are_offered_only_where_a_backend_serves_them(running: RunningGateway,
+                                                                  http: aiohttp.ClientSession) -> None:
+    session, init = await opened(http, running.url, make_token("globex"))  # its one backend has no tasks
+    assert "tasks" not in init["capabilities"]
+    call = await session.result("tools/call", {"name": "calc__add", "arguments": {"a": 1, "b": 2}, "task": {}})
+    assert "task" not in call and call["content"]  # the param dropped: the call ran as any other
