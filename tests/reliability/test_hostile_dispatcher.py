@@ -77,6 +77,7 @@ def dispatcher() -> Iterator[tuple[asyncio.AbstractEventLoop, Dispatcher]]:
     pool: Any = OnePool()
     catalogue = CatalogueService(config=config, pool=pool, store=MemorySnapshotStore())
     loop.run_until_complete(catalogue.refresh_all())
+    catalogue.ready.set()  # what start() does after its first build: requests wait for it
     yield loop, Dispatcher(config=config, catalogue=catalogue, pool=pool)
     loop.close()
 
