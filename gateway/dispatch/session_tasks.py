@@ -6,8 +6,10 @@ taskId inside the gateway's seal (protocol.request_state.TaskRef): the handle na
 the flags of the backend session that holds the task (a backend keeps tasks per session), and it opens for the
 same tenant and principal only. `tasks/get`, `tasks/result` and `tasks/cancel` name a handle and go to that
 backend session with the backend's own taskId; what comes back names the handle again (`taskId`, and the
-`related-task` of a result), and a task's tool result gets the rewrites a tools/call result gets. A handle that
-is not the caller's, or whose backend is gone, is -32602 as an unknown task is; so is a 2026 task's handle.
+`related-task` of a result, and of what the backend sends the client meanwhile: an `input_required` task's
+elicitation during tasks/result), and a task's tool result gets the rewrites a tools/call result gets. A handle
+that is not the caller's, or whose backend is gone, is -32602 as an unknown task is; so is a 2026 task's handle.
+Backend sessions are each process's own: a task is reached from the replica that made it (docs/concepts/tasks.md).
 
 Not served: `tasks/list` (a backend session is shared by the tenant's clients that declared alike, so its list
 spans other principals' tasks, and the gateway keeps no record of who made which: not advertised, -32601 as
@@ -33,7 +35,7 @@ from gateway.protocol import spec
 from gateway.protocol.errors import InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.request_state import TaskRef, UnknownTask
-from gateway.tenancy import RequestContext
+from gateway.tenancy import Channel, RequestContext
 
 log = structlog.get_logger("gateway.dispatch")
 
@@ -87,11 +89,14 @@ class SessionTasks:
         forward: JsonObject = {"taskId": ref.task_id}
         if isinstance(params.get("_meta"), dict):
             forward["_meta"] = params["_meta"]
-        declared, ctx.capabilities = ctx.capabilities, ref.session or frozenset()
-        try:  # the backend session that holds the task (its flags: whoever made it)
+        declared, channel = ctx.capabilities, ctx.channel
+        ctx.capabilities = ref.session or frozenset()  # the backend session that holds the task (whoever made it)
+        if channel is not None:  # what the backend sends the client meanwhile names the handle too
+            ctx.channel = HandleNaming(channel, ref.task_id, handle)
+        try:
             result = await self.forwarder.forward(backend, message.method, forward, ctx)
         finally:
-            ctx.capabilities = declared
+            ctx.capabilities, ctx.channel = declared, channel
         return _named(result, handle, ref.task_id, backend.namespace)
 
     def _opened(self, handle: Any, ctx: RequestContext) -> TaskRef:
@@ -108,6 +113,39 @@ class SessionTasks:
             log.info("task_handle_refused", reason=exc.reason, request_id=ctx.request_id)  # the client hears -32602
             raise
         return ref
+
+
+class HandleNaming:
+    """A tasks/* request's way back to its client, with the backend's taskId renamed to the client's handle in what
+    the backend sends meanwhile (an elicitation of an `input_required` task, its `related-task` in `_meta`; a
+    status notification on that stream)."""
+
+    __slots__ = ("_channel", "_handle", "_task_id")
+
+    def __init__(self, channel: Channel, task_id: str, handle: str) -> None:
+        self._channel, self._task_id, self._handle = channel, task_id, handle
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if isinstance(params, dict):
+            message = {**message, "params": self._renamed(params)}
+        await self._channel.notify(message)
+
+    async def keepalive(self) -> None:
+        await self._channel.keepalive()
+
+    async def ask(self, method: str, params: dict[str, Any] | None, *, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
+        return await self._channel.ask(method, None if params is None else self._renamed(params), timeout=timeout)
+
+    def _renamed(self, params: dict[str, Any]) -> dict[str, Any]:
+        renamed = dict(params)
+        if renamed.get("taskId") == self._task_id:
+            renamed["taskId"] = self._handle
+        meta = renamed.get("_meta")
+        related = meta.get(spec.RELATED_TASK) if isinstance(meta, dict) else None
+        if isinstance(related, dict) and related.get("taskId") == self._task_id:
+            renamed["_meta"] = {**meta, spec.RELATED_TASK: {**related, "taskId": self._handle}}  # type: ignore[dict-item]
+        return renamed
 
 
 def _can_hold(ctx: RequestContext) -> bool:

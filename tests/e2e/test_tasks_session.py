@@ -32,6 +32,8 @@ TOOL = "simulate-research-query"
 TENANTS = {"acme": {"backends": ["*"]}, "beta": {"backends": ["*"]}, "globex": {"backends": ["calc"]}}
 TERMINAL = {"completed", "failed", "cancelled"}
 RELATED = "io.modelcontextprotocol/related-task"
+ANSWER = {"action": "accept", "content": {"interpretation": "historical"}}
+"""What the client answers an elicitation with (an ambiguous research query asks which reading is meant)."""
 
 
 class Session:
@@ -42,6 +44,7 @@ class Session:
         self.session_id: str | None = None
         self.version = "2025-11-25"
         self.next_id = 0
+        self.asked: list[dict[str, Any]] = []  # the server's requests, each answered with ANSWER
 
     async def open(self, capabilities: dict[str, Any], version: str = "2025-11-25") -> dict[str, Any]:
         self.version = version
@@ -58,14 +61,21 @@ class Session:
             headers["Mcp-Session-Id"] = self.session_id
         async with self.http.post(self.url, data=orjson.dumps(message), headers=headers) as response:
             self.session_id = response.headers.get("Mcp-Session-Id", self.session_id)
-            raw = await response.read()
-            assert response.status in (200, 202), (response.status, raw)
-        if "id" not in message:
-            return None
-        frames = [raw] if response.content_type == "application/json" else [
-            line[5:] for line in raw.splitlines() if line.startswith(b"data:") and line[5:].strip()]
-        replies = [orjson.loads(frame) for frame in frames]
-        return next(reply for reply in replies if reply.get("id") == message["id"] and "method" not in reply)
+            assert response.status in (200, 202), (response.status, await response.read())
+            if "id" not in message or "method" not in message:  # a notification, or our answer to the server
+                return None
+            if response.content_type == "application/json":
+                return orjson.loads(await response.read())
+            async for line in response.content:  # SSE: answer what the server asks, until the reply
+                if not line.startswith(b"data:") or not line[5:].strip():
+                    continue
+                frame = orjson.loads(line[5:])
+                if "method" in frame and "id" in frame:
+                    self.asked.append(frame)
+                    await self.send({"jsonrpc": "2.0", "id": frame["id"], "result": ANSWER})
+                elif frame.get("id") == message["id"]:
+                    return frame
+        raise AssertionError(f"no reply to {message}")
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
@@ -124,9 +134,10 @@ async def opened(http: aiohttp.ClientSession, url: str, token: str | None = None
     return session, initialized
 
 
-async def lifecycle(session: Session) -> dict[str, Any]:
-    """A task of the tool, polled to its end, and its result: what a client sees of it (times and ids aside)."""
-    created = await session.result("tools/call", {"name": TOOL, "arguments": {"topic": "tides"},
+async def lifecycle(session: Session, ambiguous: bool = False) -> dict[str, Any]:
+    """A task of the tool, polled until it ends (or asks for input), and its result: what a client sees of it
+    (times and ids aside). An ambiguous query asks the client which reading it means, during tasks/result."""
+    created = await session.result("tools/call", {"name": TOOL, "arguments": {"topic": "tides", "ambiguous": ambiguous},
                                                   "task": {"ttl": 60000}})
     task = created["task"]
     statuses = [task["status"]]
@@ -135,13 +146,15 @@ async def lifecycle(session: Session) -> dict[str, Any]:
         assert got["taskId"] == task["taskId"]
         if got["status"] != statuses[-1]:
             statuses.append(got["status"])
-        if got["status"] in TERMINAL:
+        if got["status"] in TERMINAL | {"input_required"}:
             break
         await asyncio.sleep(0.2)
     result = await session.result("tasks/result", {"taskId": task["taskId"]})
     assert result["_meta"][RELATED]["taskId"] == task["taskId"]
+    asked = [(request["method"], request["params"]["_meta"][RELATED]["taskId"] == task["taskId"])
+             for request in session.asked]
     return {"created": sorted(task), "ttl": task.get("ttl"), "statuses": statuses, "content": result["content"],
-            "isError": result.get("isError", False)}
+            "isError": result.get("isError", False), "asked": asked}
 
 
 # ---------------------------------------------------------------- the tests
@@ -158,6 +171,18 @@ async def test_a_task_runs_through_the_gateway_as_it_does_direct(running: Runnin
     seen = await lifecycle(through)
     assert seen == await lifecycle(direct)
     assert seen["statuses"][-1] == "completed" and "Research Report: tides" in seen["content"][0]["text"]
+
+
+async def test_a_task_that_needs_input_asks_the_client_through_the_gateway_as_direct(
+        running: RunningGateway, everything: str, http: aiohttp.ClientSession) -> None:
+    declaring = {"tasks": {}, "elicitation": {}}
+    direct, _ = await opened(http, everything, capabilities=declaring)
+    through, _ = await opened(http, running.url, make_token("acme"), capabilities=declaring)
+    seen = await lifecycle(through, ambiguous=True)
+    assert seen == await lifecycle(direct, ambiguous=True)
+    assert seen["statuses"] == ["working", "input_required"]
+    assert seen["asked"] == [("elicitation/create", True)]  # naming the task as the client knows it
+    assert "Clarification**: historical" in seen["content"][0]["text"]
 
 
 async def test_a_handle_opens_for_its_own_tenant_and_subject_only(running: RunningGateway,
