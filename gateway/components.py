@@ -92,6 +92,7 @@ def build_front(config: Config, *, catalogue: CatalogueService, pool: UpstreamPo
     dispatcher = Dispatcher(config=config, catalogue=catalogue, pool=pool, list_changed=list_changed,
                             metrics=metrics, subscriptions=kept.subscriptions if kept else None,
                             listeners=kept.listeners if kept else None,
+                            task_records=kept.session_tasks.records if kept else None,
                             credentials=credentials if credentials.enabled else None,
                             audit=kept.audit if kept else audit)
     return dispatcher, Authenticator(config, on_failure=metrics.auth_failed if metrics else None, tracing=tracing)

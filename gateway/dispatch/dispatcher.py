@@ -29,6 +29,7 @@ from gateway.dispatch.scopes import ScopeRules
 from gateway.dispatch.session_tasks import SessionTasks
 from gateway.dispatch.stateless import StatelessRules
 from gateway.dispatch.subscriptions import Subscriptions
+from gateway.dispatch.task_list import TaskRecords
 from gateway.dispatch.tasks import TaskMethods
 from gateway.dispatch.tools import ToolMethods
 from gateway.logs import clip
@@ -64,8 +65,10 @@ class Dispatcher:
     def __init__(self, *, config: Config, catalogue: CatalogueService, pool: UpstreamPool,
                  list_changed: bool = False, metrics: Metrics | None = None,
                  subscriptions: Subscriptions | None = None, listeners: ListenStreams | None = None,
-                 credentials: BackendCredentials | None = None, audit: AuditTrail | None = None) -> None:
-        """`subscriptions` and `listeners` outlive a reload: the process's, handed to each new dispatcher.
+                 credentials: BackendCredentials | None = None, audit: AuditTrail | None = None,
+                 task_records: TaskRecords | None = None) -> None:
+        """`subscriptions`, `listeners` and `task_records` (the 2025-11-25 tasks handed out, dispatch.task_list)
+        outlive a reload: the process's, handed to each new dispatcher.
         `credentials`: the OAuth tokens of backends with an `auth` (None when no backend has one).
         `audit`: the process's audit trail (None: auditing off), kept by every reload too."""
         self.config = config
@@ -79,7 +82,7 @@ class Dispatcher:
         forwarder = Forwarder(config=config, pool=pool, metrics=metrics, on_served=relisted, credentials=credentials)
         self.stateless = StatelessRules(server_info=SERVER_INFO, backend_hints=self._list_ttl_hints)
         refusals = Refusals(catalogue=catalogue, metrics=metrics)
-        self.session_tasks = SessionTasks(catalogue=catalogue, forwarder=forwarder)  # 2025-11-25 tasks
+        self.session_tasks = SessionTasks(catalogue=catalogue, forwarder=forwarder, records=task_records)
         tools = ToolMethods(catalogue=catalogue, forwarder=forwarder, tasks=self.session_tasks,
                             validate_arguments=config.catalogue.validate_arguments,
                             server_info=self.stateless.server_info, refusals=refusals)
@@ -114,8 +117,9 @@ class Dispatcher:
             table[spec.SUBSCRIPTIONS_LISTEN] = self.listeners.listen
         relay_task = TaskMethods(forwarder=forwarder).relay  # the tasks extension: 2026 only
         table.update((method, relay_task) for method in spec.TASK_METHODS)
-        self._methods.update((method, self.session_tasks.relay)  # a session's (tasks/list: not served)
+        self._methods.update((method, self.session_tasks.relay)  # a session's
                              for method in spec.SESSION_TASK_METHODS - {spec.TASKS_LIST})
+        self._methods[spec.TASKS_LIST] = self.session_tasks.list
         self._stateless_methods = self.stateless.methods(table, self._discover, self._catalogue_version)
         # a virtual server's requests (ctx.server): its few methods only (dispatch.servers)
         self._server_methods = {m: h for m, h in self._methods.items() if m in servers.SERVER_METHODS}

@@ -11,9 +11,8 @@ elicitation during tasks/result), and a task's tool result gets the rewrites a t
 that is not the caller's, or whose backend is gone, is -32602 as an unknown task is; so is a 2026 task's handle.
 Backend sessions are each process's own: a task is reached from the replica that made it (docs/concepts/tasks.md).
 
-Not served: `tasks/list` (a backend session is shared by the tenant's clients that declared alike, so its list
-spans other principals' tasks, and the gateway keeps no record of who made which: not advertised, -32601 as
-for any method not offered); `notifications/tasks/status` (a backend sends them on its session's own stream,
+`tasks/list` lists what this process handed to the caller (dispatch.task_list). Not served:
+`notifications/tasks/status` (a backend sends them on its session's own stream,
 shared by many clients: not relayed; the spec lets requestors rely on polling only); tasks on a backend that
 does not serve them (the `task` param is dropped, and the call runs as any other: the spec's rule for a
 receiver without the capability); tasks of 2026 backends for session clients (a tool that requires them is
@@ -31,6 +30,7 @@ from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
 from gateway.config import Backend
 from gateway.dispatch.forward import Forwarder, sealed_for
+from gateway.dispatch.task_list import TaskRecords, list_tasks
 from gateway.protocol import spec
 from gateway.protocol.errors import InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
@@ -42,17 +42,20 @@ log = structlog.get_logger("gateway.dispatch")
 
 
 class SessionTasks:
-    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder) -> None:
+    def __init__(self, *, catalogue: CatalogueService, forwarder: Forwarder,
+                 records: TaskRecords | None = None) -> None:
+        """`records`: the tasks handed out so far (a reload's new dispatcher keeps the old one's)."""
         self.catalogue = catalogue
         self.forwarder = forwarder
+        self.records = records or TaskRecords()
 
     def capability(self, ctx: RequestContext) -> JsonObject | None:
         """The `tasks` capability for this session's initialize: only where a backend of its tenant serves tasks."""
         if not _can_hold(ctx):
             return None
         view = self.catalogue.view(ctx.tenant, ctx.principal)
-        # no `list`: see the module docstring
-        return {"cancel": {}, "requests": {"tools": {"call": {}}}} if view.extends(TASK_CALLS_OFFER) else None
+        served = view.extends(TASK_CALLS_OFFER)
+        return {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}} if served else None
 
     def augment(self, forward: JsonObject, task: Any, backend: str, ctx: RequestContext) -> bool:
         """Put a call's `task` param in what goes to `backend`, if it serves tasks for this session (else the
@@ -73,8 +76,16 @@ class SessionTasks:
             assert ctx.seal is not None  # augment() saw it
             ctx.outcome = "task"
             ref = TaskRef(backend.name, task["taskId"], ctx.capabilities)
-            result["task"] = {**task, "taskId": ctx.seal.seal_task(ref, sealed_for(ctx))}
+            handle = ctx.seal.seal_task(ref, sealed_for(ctx))
+            self.records.add(sealed_for(ctx), ref, handle)
+            result["task"] = {**task, "taskId": handle}
         return result
+
+    async def list(self, message: Message, ctx: RequestContext) -> JsonObject:
+        """tasks/list: the caller's tasks (dispatch.task_list)."""
+        if self.capability(ctx) is None:
+            raise MethodNotFound(f"Method not found: {message.method}")
+        return await list_tasks(self.records, self.forwarder, message.params, ctx, sealed_for(ctx))
 
     async def relay(self, message: Message, ctx: RequestContext) -> JsonObject:
         """tasks/get, tasks/result or tasks/cancel, to the task's backend session and back."""

@@ -4,7 +4,8 @@
 The official SDK client has no 2025-11-25 tasks, so a plain HTTP client drives both ends. The same lifecycle
 must come out direct and through the gateway: the task created, polled to `completed`, its result fetched;
 a cancel reaches the backend. The gateway's handle opens for its own tenant and subject only (anyone else gets
-the error of an unknown task), and a client that did not declare `tasks` is not listed the tool.
+the error of an unknown task), tasks/list lists the caller's own tasks only, and a client that did not
+declare `tasks` is not listed the tool.
 """
 
 from __future__ import annotations
@@ -164,8 +165,8 @@ async def test_a_task_runs_through_the_gateway_as_it_does_direct(running: Runnin
                                                                  http: aiohttp.ClientSession) -> None:
     direct, direct_init = await opened(http, everything)
     through, init = await opened(http, running.url, make_token("acme"))
-    assert direct_init["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
-    assert init["capabilities"]["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}  # no list
+    assert init["capabilities"]["tasks"] == direct_init["capabilities"]["tasks"] == {
+        "list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     listed = {tool["name"]: tool for tool in (await through.result("tools/list", {}))["tools"]}
     assert listed[TOOL]["execution"] == {"taskSupport": "required"}
     seen = await lifecycle(through)
@@ -233,3 +234,25 @@ async def test_tasks_are_offered_only_where_a_backend_serves_them(running: Runni
     assert "tasks" not in init["capabilities"]
     call = await session.result("tools/call", {"name": "calc__add", "arguments": {"a": 1, "b": 2}, "task": {}})
     assert "task" not in call and call["content"]  # the param dropped: the call ran as any other
+
+
+async def test_tasks_list_lists_the_callers_own_tasks_as_direct(running: RunningGateway, everything: str,
+                                                                http: aiohttp.ClientSession) -> None:
+    async def made(session: Session) -> tuple[set[str], set[str]]:
+        handles = set()
+        for topic in ("a", "b"):
+            created = await session.result("tools/call", {"name": TOOL, "arguments": {"topic": topic}, "task": {}})
+            handles.add(created["task"]["taskId"])
+        listed = (await session.result("tasks/list", {}))["tasks"]
+        assert all(task["status"] in {"working", "completed"} and "createdAt" in task for task in listed)
+        return handles, {task["taskId"] for task in listed}
+
+    direct, _ = await opened(http, everything)
+    mine, listed = await made((await opened(http, running.url, make_token("acme")))[0])
+    assert listed == mine  # every one of them, by its handle
+    direct_mine, direct_listed = await made(direct)
+    assert direct_listed == direct_mine
+    same_tenant, _ = await opened(http, running.url, make_token("acme", sub="someone-else"))
+    assert (await same_tenant.result("tasks/list", {}))["tasks"] == []  # the backend session is shared: not its list
+    bad = await same_tenant.call("tasks/list", {"cursor": "not-ours"})
+    assert bad["error"]["code"] == -32602
