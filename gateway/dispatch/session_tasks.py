@@ -32,10 +32,12 @@ from gateway.config import Backend
 from gateway.dispatch.forward import Forwarder, sealed_for
 from gateway.dispatch.task_list import TaskRecords, list_tasks
 from gateway.protocol import spec
+from gateway.protocol.capabilities import needed
 from gateway.protocol.errors import InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.protocol.request_state import TaskRef, UnknownTask
 from gateway.tenancy import Channel, RequestContext
+from gateway.upstream.base import refusal
 
 log = structlog.get_logger("gateway.dispatch")
 
@@ -103,7 +105,7 @@ class SessionTasks:
         declared, channel = ctx.capabilities, ctx.channel
         ctx.capabilities = ref.session or frozenset()  # the backend session that holds the task (whoever made it)
         if channel is not None:  # what the backend sends the client meanwhile names the handle too
-            ctx.channel = HandleNaming(channel, ref.task_id, handle)
+            ctx.channel = HandleNaming(channel, ref.task_id, handle, declared)
         try:
             result = await self.forwarder.forward(backend, message.method, forward, ctx)
         finally:
@@ -129,12 +131,14 @@ class SessionTasks:
 class HandleNaming:
     """A tasks/* request's way back to its client, with the backend's taskId renamed to the client's handle in what
     the backend sends meanwhile (an elicitation of an `input_required` task, its `related-task` in `_meta`; a
-    status notification on that stream)."""
+    status notification on that stream). The client asked is the one of this request, which may not be the one
+    that made the task (the relay checked the flags of the task's backend session): what it did not declare is
+    refused here."""
 
-    __slots__ = ("_channel", "_handle", "_task_id")
+    __slots__ = ("_channel", "_declared", "_handle", "_task_id")
 
-    def __init__(self, channel: Channel, task_id: str, handle: str) -> None:
-        self._channel, self._task_id, self._handle = channel, task_id, handle
+    def __init__(self, channel: Channel, task_id: str, handle: str, declared: frozenset[str]) -> None:
+        self._channel, self._task_id, self._handle, self._declared = channel, task_id, handle, declared
 
     async def notify(self, message: dict[str, Any]) -> None:
         params = message.get("params")
@@ -146,6 +150,9 @@ class HandleNaming:
         await self._channel.keepalive()
 
     async def ask(self, method: str, params: dict[str, Any] | None, *, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
+        missing = needed(method, params) - self._declared
+        if missing:  # as relay.ClientRelay refuses it
+            return refusal({}, f"{method} not supported: the client did not declare {', '.join(sorted(missing))}")
         return await self._channel.ask(method, None if params is None else self._renamed(params), timeout=timeout)
 
     def _renamed(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -186,6 +186,17 @@ async def test_a_task_that_needs_input_asks_the_client_through_the_gateway_as_di
     assert "Clarification**: historical" in seen["content"][0]["text"]
 
 
+async def test_a_task_asks_only_what_the_client_fetching_its_result_declared(running: RunningGateway,
+                                                                             http: aiohttp.ClientSession) -> None:
+    maker, _ = await opened(http, running.url, make_token("acme"), capabilities={"tasks": {}, "elicitation": {}})
+    fetcher, _ = await opened(http, running.url, make_token("acme"))  # the same caller, another session: no elicitation
+    created = await maker.result("tools/call", {"name": TOOL, "arguments": {"topic": "tides", "ambiguous": True},
+                                                "task": {}})
+    result = await fetcher.result("tasks/result", {"taskId": created["task"]["taskId"]})
+    assert fetcher.asked == [] and maker.asked == []  # refused for the backend, which goes on without an answer
+    assert "elicitation unavailable" in result["content"][0]["text"]
+
+
 async def test_a_handle_opens_for_its_own_tenant_and_subject_only(running: RunningGateway,
                                                                   http: aiohttp.ClientSession) -> None:
     owner, _ = await opened(http, running.url, make_token("acme"))
