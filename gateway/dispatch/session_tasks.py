@@ -56,7 +56,9 @@ class SessionTasks:
         if not _can_hold(ctx):
             return None
         view = self.catalogue.view(ctx.tenant, ctx.principal)
-        served = view.extends(TASK_CALLS_OFFER)
+        catalogue = view.catalogue  # a backend of the tenant with tools, and tasks for calling them
+        served = any(catalogue.offers(b, TASK_CALLS_OFFER) and catalogue.offers(b, "tools")
+                     for b, _ in catalogue.order if view.policy.uses(b))
         return {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}} if served else None
 
     def augment(self, forward: JsonObject, task: Any, backend: str, ctx: RequestContext) -> bool:

@@ -1,9 +1,10 @@
 """What `initialize` and `server/discover` advertise is served by a backend the tenant sees, nothing more.
 
 Every combination of the capabilities a backend can declare (tools, prompts, resources with or without
-`subscribe`, completions, logging) is one fake handshake-era backend, each seen by a tenant of its own,
-all behind one gateway. Each tenant's session client must be offered exactly what its backend serves,
-and its 2026 client the same in the 2026 form; a tenant that sees two backends is offered their union.
+`subscribe`, completions, logging, 2025-11-25 task-augmented tools/call) is one fake handshake-era backend,
+each seen by a tenant of its own, all behind one gateway. Each tenant's session client must be offered
+exactly what its backend serves, and its 2026 client the same in the 2026 form; a tenant that sees two
+backends is offered their union (tasks only from a backend with tools to call with them).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from stateless_client import StatelessClient
 
 pytestmark = pytest.mark.timeout(120)
 
-DECLARABLE = ("tools", "prompts", "resources", "subscribe", "completions", "logging")
+DECLARABLE = ("tools", "prompts", "resources", "subscribe", "completions", "logging", "tasks")
 COMBINATIONS = [frozenset(c) for n in range(len(DECLARABLE) + 1) for c in itertools.combinations(DECLARABLE, n)
                 if "subscribe" not in c or "resources" in c]
 ITEMS = {"tools": ("tools/list", "tools", {"name": "t", "inputSchema": {"type": "object"}}),
@@ -36,6 +37,8 @@ def declared_capabilities(declared: frozenset[str]) -> dict[str, Any]:
                                     if kind in declared}
     if "resources" in declared:
         capabilities["resources"] = {"subscribe": True} if "subscribe" in declared else {}
+    if "tasks" in declared:
+        capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     return capabilities
 
 
@@ -69,8 +72,9 @@ def fake_backends() -> web.Application:
     return app
 
 
-def expected(declared: frozenset[str]) -> dict[str, Any]:
-    """The capabilities a session client of a tenant whose backends declared `declared` is offered."""
+def expected(declared: frozenset[str], session: bool = False) -> dict[str, Any]:
+    """The capabilities a client of a tenant whose backends declared `declared` is offered (a 2025-11-25 session's
+    with `session`: tasks relayed for calling tools; none at 2026, where tasks are an extension)."""
     changed = {"listChanged": True}
     offered: dict[str, Any] = {kind: changed for kind in ("tools", "prompts", "resources") if kind in declared}
     if "subscribe" in declared and "resources" in declared:
@@ -79,6 +83,8 @@ def expected(declared: frozenset[str]) -> dict[str, Any]:
         offered["completions"] = {}
     if "logging" in declared:
         offered["logging"] = {}
+    if session and {"tasks", "tools"} <= declared:
+        offered["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     return offered
 
 
@@ -91,6 +97,8 @@ async def running(aiohttp_server: Any, gateway: StartGateway) -> RunningGateway:
     tenants["acme"] = {"backends": []}  # the test config's API key names it
     tenants["union"] = {"backends": [f"b{COMBINATIONS.index(frozenset({'tools'}))}",
                                      f"b{COMBINATIONS.index(frozenset({'resources', 'subscribe', 'logging'}))}"]}
+    tenants["apart"] = {"backends": [f"b{COMBINATIONS.index(frozenset({'tools'}))}",
+                                     f"b{COMBINATIONS.index(frozenset({'prompts', 'tasks'}))}"]}
     return await gateway(make_config(backends, tenants))
 
 
@@ -106,10 +114,15 @@ async def offered(running: RunningGateway, tenant: str) -> tuple[dict[str, Any],
 async def test_each_combination_is_offered_exactly_what_its_backend_serves(running: RunningGateway) -> None:
     for n, declared in enumerate(COMBINATIONS):
         session, discovered = await offered(running, f"t{n}")
-        assert session == expected(declared), label(declared)
+        assert session == expected(declared, session=True), label(declared)
         assert discovered == expected(declared), label(declared)  # the same at 2026: listen streams serve changes
 
 
 async def test_a_tenant_of_two_backends_is_offered_their_union(running: RunningGateway) -> None:
     session, discovered = await offered(running, "union")
-    assert session == discovered == expected(frozenset({"tools", "resources", "subscribe", "logging"}))
+    assert session == discovered == expected(frozenset({"tools", "resources", "subscribe", "logging"}), session=True)
+
+
+async def test_tasks_are_offered_only_by_a_backend_that_has_tools_to_call_with_them(running: RunningGateway) -> None:
+    session, discovered = await offered(running, "apart")  # one backend's tools, another's tasks
+    assert "tasks" not in session and "tasks" not in discovered
