@@ -225,7 +225,7 @@ class Dispatcher:
             capabilities["completions"] = {}
         if view.offers("logging"):  # the gateway keeps each client's level, and filters the backends' messages
             capabilities["logging"] = {}
-        if ctx.envelope is None and (tasks := self.session_tasks.capability(ctx)) is not None:
+        if ctx.envelope is None and (tasks := self.session_tasks.capability(ctx, view)) is not None:
             capabilities["tasks"] = tasks  # relayed from the tenant's backends (dispatch.session_tasks)
         return capabilities
 

@@ -28,6 +28,7 @@ import structlog
 from gateway.catalogue.listings import TASK_CALLS_OFFER
 from gateway.catalogue.refresher import CatalogueService
 from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
+from gateway.catalogue.views import TenantView
 from gateway.config import Backend
 from gateway.dispatch.forward import Forwarder, sealed_for
 from gateway.dispatch.task_list import TaskRecords, list_tasks
@@ -51,11 +52,13 @@ class SessionTasks:
         self.forwarder = forwarder
         self.records = records or TaskRecords()
 
-    def capability(self, ctx: RequestContext) -> JsonObject | None:
-        """The `tasks` capability for this session's initialize: only where a backend of its tenant serves tasks."""
+    def capability(self, ctx: RequestContext, view: TenantView | None = None) -> JsonObject | None:
+        """The `tasks` capability for this session's initialize: only where a backend of its tenant serves tasks.
+        `view`: the caller's, where the caller has it at hand (one lookup fewer)."""
         if not _can_hold(ctx):
             return None
-        view = self.catalogue.view(ctx.tenant, ctx.principal)
+        if view is None:
+            view = self.catalogue.view(ctx.tenant, ctx.principal)
         catalogue = view.catalogue  # a backend of the tenant with tools, and tasks for calling them
         served = any(catalogue.offers(b, TASK_CALLS_OFFER) and catalogue.offers(b, "tools")
                      for b, _ in catalogue.order if view.policy.uses(b))

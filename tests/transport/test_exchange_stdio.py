@@ -40,6 +40,7 @@ class Pipe:
 async def stdio() -> AsyncIterator[tuple[StdioClient, Pipe]]:
     config = make_config([], auth={"anonymous_tenant": "acme"})
     core = build_components(config, list_changed=True)
+    core.catalogue.ready.set()  # no backends to list: what start() does after its first build
     exchange = Exchange(dispatcher=core.dispatcher, authenticator=core.authenticator, tenants=config.tenants)
     pipe = Pipe()
     client = StdioClient(exchange=exchange, tenant=config.tenants["acme"], token=None, write=pipe.write)
