@@ -95,6 +95,7 @@ class Dispatcher:
         else:
             subscriptions.rebind(forwarder, config.tenants, config.servers)  # this config's backends from now on
         self.subscriptions = subscriptions
+        subscriptions.on_task_status = self.session_tasks.status  # a task's status, to the session that made it
         self.listeners = listeners or ListenStreams(subscriptions=subscriptions)
         self._methods: dict[str, Handler] = {
             spec.INITIALIZE: self._initialize,

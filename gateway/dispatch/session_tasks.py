@@ -11,16 +11,16 @@ elicitation during tasks/result), and a task's tool result gets the rewrites a t
 that is not the caller's, or whose backend is gone, is -32602 as an unknown task is; so is a 2026 task's handle.
 Backend sessions are each process's own: a task is reached from the replica that made it (docs/concepts/tasks.md).
 
-`tasks/list` lists what this process handed to the caller (dispatch.task_list). Not served:
-`notifications/tasks/status` (a backend sends them on its session's own stream,
-shared by many clients: not relayed; the spec lets requestors rely on polling only); tasks on a backend that
-does not serve them (the `task` param is dropped, and the call runs as any other: the spec's rule for a
-receiver without the capability); tasks of 2026 backends for session clients (a tool that requires them is
+`tasks/list` lists what this process handed to the caller (dispatch.task_list), and a backend session's
+`notifications/tasks/status` go to the session that made the task, by its handle (`status`). Not served: tasks
+on a backend that does not serve them (the `task` param is dropped, and the call runs as any other: the spec's
+rule for a receiver without the capability); tasks of 2026 backends for session clients (a tool that requires them is
 not listed to session clients), and tasks on virtual servers and the stdio transport (no seal there).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -31,6 +31,7 @@ from gateway.catalogue.uris import rewrite_blocks, rewrite_ui_meta
 from gateway.catalogue.views import TenantView
 from gateway.config import Backend
 from gateway.dispatch.forward import Forwarder, sealed_for
+from gateway.dispatch.subscriptions import Sink
 from gateway.dispatch.task_list import TaskRecords, list_tasks
 from gateway.protocol import spec
 from gateway.protocol.capabilities import needed
@@ -84,9 +85,19 @@ class SessionTasks:
             ctx.outcome = "task"
             ref = TaskRef(backend.name, task["taskId"], ctx.capabilities)
             handle = ctx.seal.seal_task(ref, sealed_for(ctx))
-            self.records.add(sealed_for(ctx), ref, handle)
+            self.records.add(sealed_for(ctx), ref, handle, ctx.session_id or "")
             result["task"] = {**task, "taskId": handle}
         return result
+
+    def status(self, backend: str, tenant: str | None, params: JsonObject, sink_for: Callable[[str], Sink] | None,
+               ) -> None:
+        """A backend session's `notifications/tasks/status`: to the session that made the task, naming its handle
+        (dropped when this process did not make it, or its session has no way to be told)."""
+        owner = self.records.owner(backend, params["taskId"])
+        if owner is None or sink_for is None or not owner[1].client or tenant not in (None, owner[0][0]):
+            return
+        sink_for(owner[1].client)({"jsonrpc": "2.0", "method": spec.TASKS_STATUS,
+                                   "params": {**params, "taskId": owner[1].handle}})
 
     async def list(self, message: Message, ctx: RequestContext) -> JsonObject:
         """tasks/list: the caller's tasks (dispatch.task_list)."""

@@ -75,6 +75,8 @@ class Subscriptions:
                  tenants: Mapping[str, TenantConfig], servers: Mapping[str, VirtualServer] | None = None) -> None:
         self.catalogue = catalogue
         self.session_sink: Callable[[str], Sink] | None = None  # the transport's way to a session's client
+        # a backend session's notifications/tasks/status: to the client that made the task (dispatch.session_tasks)
+        self.on_task_status: Callable[[str, str | None, JsonObject, Callable[[str], Sink] | None], None] | None = None
         self._clients: dict[str, _Client] = {}
         self._subscribers: dict[Key, set[str]] = {}
         self._owners: dict[Key, tuple[TenantConfig, Principal]] = {}  # who took it upstream: its headers
@@ -222,6 +224,10 @@ class Subscriptions:
         None: the backend session is new (the backend forgot the old one, or the child restarted)."""
         if params is None:
             self._renew([key for key in self._subscribers if key[:2] == (backend, session_key)])
+            return
+        if "uri" not in params:  # a task's status (upstream.base.SESSION_NOTICES)
+            if self.on_task_status is not None:
+                self.on_task_status(backend, session_key, params, self.session_sink)
             return
         key = (backend, session_key, params["uri"])
         for client in self._subscribers.get(key, ()):

@@ -38,6 +38,7 @@ class Made:
     seq: int
     ref: TaskRef
     handle: str
+    client: str = ""  # the session it was made in: where its status notifications go
 
 
 class TaskRecords:
@@ -45,17 +46,24 @@ class TaskRecords:
 
     def __init__(self, *, per_principal: int = MAX_TASKS, principals: int = MAX_PRINCIPALS) -> None:
         self._made: OrderedDict[Principal, OrderedDict[str, Made]] = OrderedDict()
+        self._by_task: dict[tuple[str, str], tuple[Principal, Made]] = {}  # (backend, its taskId) -> whose
         self._seq = itertools.count(1)
         self._per_principal, self._principals = per_principal, principals
 
-    def add(self, principal: Principal, ref: TaskRef, handle: str) -> None:
+    def add(self, principal: Principal, ref: TaskRef, handle: str, client: str = "") -> None:
         made = self._made.pop(principal, None) or OrderedDict()
         self._made[principal] = made  # the most recent caller last
-        made[handle] = Made(next(self._seq), ref, handle)
+        made[handle] = entry = Made(next(self._seq), ref, handle, client)
+        self._by_task[(ref.backend, ref.task_id)] = principal, entry
         while len(made) > self._per_principal:
-            made.popitem(last=False)
+            self._unindex(made.popitem(last=False)[1])
         while len(self._made) > self._principals:
-            self._made.popitem(last=False)
+            for dropped in self._made.popitem(last=False)[1].values():
+                self._unindex(dropped)
+
+    def owner(self, backend: str, task_id: str) -> tuple[Principal, Made] | None:
+        """Whose task this is, and its handle, if this process handed it out."""
+        return self._by_task.get((backend, task_id))
 
     def page(self, principal: Principal, after: int, size: int) -> tuple[list[Made], bool]:
         """The principal's tasks handed out after the `after`-th, at most `size`, and whether more follow."""
@@ -64,8 +72,12 @@ class TaskRecords:
 
     def forget(self, principal: Principal, handle: str) -> None:
         made = self._made.get(principal)
-        if made is not None:
-            made.pop(handle, None)
+        forgotten = made.pop(handle, None) if made is not None else None
+        if forgotten is not None:
+            self._unindex(forgotten)
+
+    def _unindex(self, made: Made) -> None:
+        self._by_task.pop((made.ref.backend, made.ref.task_id), None)
 
 
 async def list_tasks(records: TaskRecords, forwarder: Forwarder, params: JsonObject | None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 
@@ -313,8 +313,14 @@ class ListChangedCallbacks:
             self._tasks.spawn(callback(method), "list_changed")
 
 
+SESSION_NOTICES: Final = frozenset({spec.RESOURCES_UPDATED, spec.TASKS_STATUS})
+"""Notifications about a backend session's own state (a subscribed resource, a 2025-11-25 task), not a call's:
+routed by `ResourceUpdates` to whoever holds it (dispatch.subscriptions, dispatch.session_tasks)."""
+
+
 class ResourceUpdates:
-    """The callbacks registered with `on_resource_updated`, run at once: they only route."""
+    """The callbacks registered with `on_resource_updated`, run at once: they only route. They hear a backend
+    session's `notifications/resources/updated` and `notifications/tasks/status` (SESSION_NOTICES), by params."""
 
     def __init__(self) -> None:
         self._callbacks: list[ResourceUpdatedCallback] = []
@@ -324,7 +330,8 @@ class ResourceUpdates:
 
     def fire(self, session_key: str | None, message: JsonObject) -> None:
         params = message.get("params")
-        if isinstance(params, dict) and isinstance(params.get("uri"), str):
+        if isinstance(params, dict) and (isinstance(params.get("uri"), str) or (
+                message.get("method") == spec.TASKS_STATUS and isinstance(params.get("taskId"), str))):
             for callback in self._callbacks:
                 callback(session_key, params)
 

@@ -33,6 +33,7 @@ TOOL = "simulate-research-query"
 TENANTS = {"acme": {"backends": ["*"]}, "beta": {"backends": ["*"]}, "globex": {"backends": ["calc"]}}
 TERMINAL = {"completed", "failed", "cancelled"}
 RELATED = "io.modelcontextprotocol/related-task"
+STATUS = "notifications/tasks/status"
 ANSWER = {"action": "accept", "content": {"interpretation": "historical"}}
 """What the client answers an elicitation with (an ambiguous research query asks which reading is meant)."""
 
@@ -77,6 +78,18 @@ class Session:
                 elif frame.get("id") == message["id"]:
                     return frame
         raise AssertionError(f"no reply to {message}")
+
+    async def listen(self, heard: list[dict[str, Any]]) -> None:
+        """The session's GET stream, until cancelled: each message on it into `heard`."""
+        headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": self.version,
+                   "Mcp-Session-Id": self.session_id or ""}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        async with self.http.get(self.url, headers=headers) as response:
+            assert response.status == 200, await response.read()
+            async for line in response.content:
+                if line.startswith(b"data:") and line[5:].strip():
+                    heard.append(orjson.loads(line[5:]))
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
@@ -267,3 +280,26 @@ async def test_tasks_list_lists_the_callers_own_tasks_as_direct(running: Running
     assert (await same_tenant.result("tasks/list", {}))["tasks"] == []  # the backend session is shared: not its list
     bad = await same_tenant.call("tasks/list", {"cursor": "not-ours"})
     assert bad["error"]["code"] == -32602
+
+
+async def test_status_notifications_reach_the_session_that_made_the_task_as_direct(
+        running: RunningGateway, everything: str, http: aiohttp.ClientSession) -> None:
+    async def statuses(session: Session) -> list[str]:
+        heard: list[dict[str, Any]] = []
+        listening = asyncio.create_task(session.listen(heard))
+        await asyncio.sleep(0.5)  # the stream is open
+        created = await session.result("tools/call", {"name": TOOL, "arguments": {"topic": "w"}, "task": {}})
+        handle = created["task"]["taskId"]
+        for _ in range(100):
+            if any(m["params"]["status"] == "completed" for m in heard if m.get("method") == STATUS):
+                break
+            await asyncio.sleep(0.2)
+        listening.cancel()
+        told = [m["params"] for m in heard if m.get("method") == STATUS]
+        assert told and all(params["taskId"] == handle for params in told)  # by the handle its client knows
+        return [params["status"] for params in told]
+
+    through = await statuses((await opened(http, running.url, make_token("acme")))[0])
+    direct = await statuses((await opened(http, everything))[0])
+    # the same, but for those sent before the CreateTaskResult reached the gateway (it knows no such task yet)
+    assert through[-1] == "completed" and 0 < len(through) <= len(direct) and direct[-len(through):] == through

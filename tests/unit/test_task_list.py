@@ -48,3 +48,14 @@ def test_a_cursor_that_is_not_the_gateways_is_refused(cursor: object) -> None:
 
 def test_the_gateways_cursors_name_where_the_last_page_ended() -> None:
     assert (_after(None), _after("tl1.7")) == (0, 7)
+
+
+def test_a_task_is_known_by_its_backend_and_taskid_until_it_is_dropped() -> None:
+    records = TaskRecords(per_principal=1)
+    records.add(ALICE, ref(1), "h1", "session-a")
+    principal, made = records.owner("web", "task-1") or (None, None)
+    assert (principal, made and made.handle, made and made.client) == (ALICE, "h1", "session-a")
+    records.add(ALICE, ref(2), "h2")  # h1 dropped: the oldest over the bound
+    assert records.owner("web", "task-1") is None and records.owner("web", "task-2") is not None
+    records.forget(ALICE, "h2")
+    assert records.owner("web", "task-2") is None

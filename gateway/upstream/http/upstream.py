@@ -36,12 +36,12 @@ from gateway.protocol.spec import (
     LATEST_VERSION,
     LIST_CHANGED,
     PROGRESS,
-    RESOURCES_UPDATED,
     SSE,
 )
 from gateway.protocol.sse import SseDecoder, SseEvent
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
+    SESSION_NOTICES,
     BackgroundTasks,
     JsonObject,
     ListChangedCallback,
@@ -318,7 +318,7 @@ class HttpUpstream(HttpEras):
         kind = message_kind(message)
         if kind == "response":
             return check_response(self.name, message, route.request_id)
-        if kind == "notification" and message["method"] == RESOURCES_UPDATED:
+        if kind == "notification" and message["method"] in SESSION_NOTICES:
             self._updates.fire(session.key[0], message)
         elif kind == "notification":
             await self._on_notification(message, route)
@@ -388,7 +388,7 @@ class HttpUpstream(HttpEras):
         kind = message_kind(message)
         if kind == "notification" and message["method"] in LIST_CHANGED:
             self._list_changed.fire(message["method"])
-        elif kind == "notification" and message["method"] == RESOURCES_UPDATED:
+        elif kind == "notification" and message["method"] in SESSION_NOTICES:
             self._updates.fire(session.key[0], message)
         elif kind == "request":
             self._answer(session, message, "it came on the session's own stream, outside any call")

@@ -34,12 +34,12 @@ from typing import Any
 import orjson
 import structlog
 
-from gateway.protocol import spec
 from gateway.protocol.capabilities import NONE, RELAYED_METHODS
 from gateway.protocol.errors import FailureReason
 from gateway.protocol.spec import CANCELLED, INITIALIZE, LATEST_VERSION, LIST_CHANGED, MESSAGE, PROGRESS
 from gateway.upstream.base import (
     MAX_RESPONSE_BYTES,
+    SESSION_NOTICES,
     BackgroundTasks,
     Backoff,
     JsonObject,
@@ -298,7 +298,7 @@ class StdioUpstream(StdioEras):
         if method in LIST_CHANGED:
             self._list_changed.fire(method)
             return
-        if method == spec.RESOURCES_UPDATED:
+        if method in SESSION_NOTICES:
             self._updates.fire(None, message)
             return
         token = progress_token(message) if method == PROGRESS else None
