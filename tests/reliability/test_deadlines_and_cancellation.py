@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,14 +84,27 @@ async def test_the_hard_cap_ends_a_call_that_keeps_reporting_progress(
     assert await until(lambda: backend.cancelled == backend.call_ids["progress"])  # told to stop
 
 
-async def hang_up_during(url: str, token: str, session_id: str, tool: str) -> None:
-    """POST a tools/call and go away before the reply (the client's own timeout closes the socket)."""
+async def hang_up_during(url: str, token: str, session_id: str, tool: str,
+                         reached: Callable[[], bool] | None = None) -> None:
+    """POST a tools/call and go away before the reply: once `reached()` says the backend has the call (a loaded
+    machine may take longer than any fixed wait to pass it on), else after half a second."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session_id}
     body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.5)) as session:
-        with pytest.raises(TimeoutError):
-            async with session.post(url, data=orjson.dumps(body), headers=headers) as response:
-                await response.read()
+
+    async def post() -> None:
+        async with session.post(url, data=orjson.dumps(body), headers=headers) as response:
+            await response.read()
+
+    async with aiohttp.ClientSession() as session:
+        posting = asyncio.create_task(post())
+        if reached is None:
+            await asyncio.sleep(0.5)
+        else:
+            assert await until(reached), "the call never reached the backend"
+        assert not posting.done(), "the call was answered before the client went away"
+        posting.cancel()  # the connection closes with the unread reply
+        with contextlib.suppress(asyncio.CancelledError):
+            await posting
 
 
 async def test_a_client_that_hangs_up_cancels_the_http_backend_call(
@@ -100,8 +114,9 @@ async def test_a_client_that_hangs_up_cancels_the_http_backend_call(
     client: RawClient = raw_client(running.url, make_token("acme"))
     await client.initialize()
     assert client.session_id is not None
-    await hang_up_during(running.url, make_token("acme"), client.session_id, "bad__hang")
     backend = misbehaving.backend
+    await hang_up_during(running.url, make_token("acme"), client.session_id, "bad__hang",
+                         reached=lambda: bool(backend.call_ids.get("hang")))
     assert await until(lambda: bool(backend.cancelled)), "the backend was never told"
     assert backend.cancelled == backend.call_ids["hang"]  # the upstream id, not the client's 77
 
@@ -137,7 +152,8 @@ async def test_the_served_gateway_cancels_too(misbehaving: RunningMisbehaving, t
         async with aiohttp.ClientSession() as session:
             session_id = await process_initialize(session, process.url())
         api_key = "lifecycle-test-key"  # gateway_config's key (tenant acme)
-        await hang_up_during(process.url(), api_key, session_id, "bad__hang")
+        await hang_up_during(process.url(), api_key, session_id, "bad__hang",
+                             reached=lambda: bool(misbehaving.backend.call_ids.get("hang")))
         assert await until(lambda: bool(misbehaving.backend.cancelled)), process.output()
     finally:
         await process.stop()
