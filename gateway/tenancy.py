@@ -83,6 +83,10 @@ class RequestContext:
     params: JsonObject | None = None  # the request's own params: what a state sealed for its client is bound to
     passed: Passed | None = None  # a retry's: the 2026 backend's own state it carried back
     server: VirtualServer | None = None  # the virtual server asked (`/servers/<name>/mcp`); None: the gateway's own
+    # for the audit record: the session's client as initialize named it (audit.client_of; a 2026 request's envelope
+    # says its own), and the request's size in bytes as it came (0: not known apart, as for a batch member)
+    client: dict[str, str] | None = None
+    size: int = 0
 
 
 def resolve_tenant(principal: Principal, tenants: Mapping[str, TenantConfig]) -> TenantConfig:

@@ -14,13 +14,13 @@ With `audit.enabled` false nothing here is built: the dispatcher's one check is 
 from __future__ import annotations
 
 from gateway.audit.chain import Chain
-from gateway.audit.record import AUDITED_METHODS, Handed, RecordMaker, seen
+from gateway.audit.record import AUDITED_METHODS, Entry, RecordMaker, client_of
 from gateway.audit.redis_sink import RedisSink, stream_key
 from gateway.audit.sinks import FileSink, Sink, StdoutSink
 from gateway.audit.trail import AuditTrail, Dropped
 from gateway.config import Config
 
-__all__ = ["AUDITED_METHODS", "AuditTrail", "Handed", "open_trail", "seen"]
+__all__ = ["AUDITED_METHODS", "AuditTrail", "Entry", "client_of", "open_trail"]
 
 
 def open_trail(config: Config, *, on_dropped: Dropped) -> AuditTrail | None:

@@ -67,13 +67,13 @@ class Chain:
         self.prev = ""
 
     def seal(self, record: dict[str, Any], *, ordered: bool = False) -> bytes:
-        """The record as one JSON line (its chain fields set); without a key, `seq` orders it but no MAC.
-        `ordered`: its keys are in canonical order already, at every depth (sorting them cost a fifth)."""
+        """The record as one JSON line, without its newline (its chain fields set); without a key, `seq` orders it
+        but no MAC. `ordered`: its keys are in canonical order already, at every depth (sorting them cost a fifth)."""
         record[CHAIN], record[SEQ], record[PREV] = self.id, self.seq, self.prev
         self.seq += 1
         body = orjson.dumps(record) if ordered else canonical(record)
         if self.mac is None:
-            return body + b"\n"
-        self.prev = self.mac.hex(body)
+            return body
+        self.prev = mac = self.mac.hex(body)
         # the MAC goes on last, once: a reader takes it off and encodes the rest canonically again
-        return body[:-1] + b',"mac":"' + self.prev.encode() + b'"}\n'
+        return b'%b,"mac":"%b"}' % (body[:-1], mac.encode())

@@ -1,8 +1,8 @@
 """One audit record: what it holds, the arguments' digest, and their redaction. Pure functions.
 
-A record is built in the trail's writer task, never on the request path: the dispatcher hands over
-what it read of the request's context (`Seen`), its message and reply (`Handed`), and `RecordMaker.call`
-reads them afterwards.
+The request path hands over an `Entry`: a plain tuple of what it already holds (made in C, no dict, no
+formatting); `RecordMaker.call` turns it into the record in the trail's writer task, once per record,
+in one dict literal whose keys are in canonical order (so sealing it needs no sort).
 Arguments are digested as SHA-256 over their canonical JSON: keys sorted, no whitespace, UTF-8, as
 orjson writes (the same arguments always give the same digest, whatever order a client sent).
 A token never reaches a record: only `params.arguments` (or a completion's `argument`) is read,
@@ -21,7 +21,14 @@ from typing import Any, NamedTuple
 import orjson
 
 from gateway.protocol import spec
-from gateway.tracing.context import trace_id
+
+try:  # CPython's own SHA-256 (what hashlib falls back to): a new one costs a fraction of OpenSSL's context set-up
+    from _sha256 import sha256 as _sha256  # type: ignore[import-not-found]  # Python 3.11
+except ImportError:  # pragma: no cover - 3.12 renamed it; a build without it has hashlib's
+    try:
+        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        from hashlib import sha256 as _sha256  # type: ignore[assignment]
 
 VERSION = 1
 """The record format; a reader refuses records of a later one."""
@@ -35,35 +42,28 @@ _TOKEN_SHAPED = re.compile(r"^(?:bearer\s+)?(?:eyJ[\w-]+\.[\w-]+\.[\w-]*|mcpgw_\
 """A JWT, or a key with a well-known prefix: masked wherever it appears, whatever its key is called."""
 
 
-class Seen(NamedTuple):
-    """The parts of a request's context a record reads, taken when the reply is made: holding the context
-    itself until the writer runs kept its whole graph (channel, request, tenant) alive that much longer."""
-
-    principal: Any
-    request_id: str
-    traceparent: str | None
-    envelope: Any
-    protocol_version: str
-    target: str | None
-    backend: str | None
-    outcome: str
-    extra: dict[str, Any]
-
-
-def seen(ctx: Any) -> Seen:
-    return Seen(ctx.principal, ctx.request_id, ctx.traceparent, ctx.envelope, ctx.protocol_version, ctx.target,
-                ctx.backend, ctx.outcome, ctx.extra)
-
-
-class Handed(NamedTuple):
-    """What the dispatcher hands over for one request: cheap to make, read later by the writer."""
+class Entry(NamedTuple):
+    """What the request path hands over for one request: what it holds already, read later by the writer. The
+    trail makes a plain tuple of these fields in this order (a NamedTuple's own `__new__` is a Python call), and
+    never holds the request's context (its graph, channel and request included, would live as long as the entry
+    waits)."""
 
     time: float  # wall clock at the end of the request
     seconds: float
     method: str
     request: Any  # the JSON-RPC request object
-    ctx: Seen  # what the record reads of the request's context
-    reply: Any  # the JSON-RPC reply object
+    reply: Any  # the JSON-RPC reply object (a refusal's error reply)
+    principal: Any
+    request_id: str
+    traceparent: str | None
+    client: Any  # a session's clientInfo as recorded (`client_of`); None for a 2026 request (its envelope has it)
+    envelope: Any  # a 2026 request's envelope; None: a session's (handshake era)
+    protocol_version: str
+    target: str | None
+    backend: str | None
+    outcome: str
+    extra: dict[str, Any] | None  # the dispatcher's policy decision (`rule`, `denied`), when it took one
+    size: int  # the request's bytes as they came (0: unknown, as for a batch member: measured by encoding it)
 
 
 def canonical(value: Any) -> bytes:
@@ -76,15 +76,17 @@ def digest(value: Any) -> str:
 
 
 def timestamp(seconds: float) -> str:
-    """RFC 3339 in UTC, to the millisecond (the part up to the second is made once a second: formatting
-    a datetime cost more than the rest of a record)."""
-    whole = int(seconds)
+    """RFC 3339 in UTC, to the millisecond (the part up to the second is made once a second, the millisecond
+    looked up: formatting a datetime, or even an f-string's `:03d`, cost more than the rest of a record)."""
+    millis = int(seconds * 1000)
+    whole = millis // 1000
     if whole != _second[0]:
         _second[:] = whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{_second[1]}.{int((seconds - whole) * 1000):03d}Z"
+    return _second[1] + _MILLIS[millis - whole * 1000]
 
 
 _second: list[Any] = [None, ""]
+_MILLIS = tuple(f".{n:03d}Z" for n in range(1000))
 
 
 class Redactor:
@@ -175,34 +177,90 @@ def size(message: Any) -> int:
         return 0
 
 
+def client_of(info: Any) -> dict[str, str] | None:
+    """The name and version of a clientInfo (initialize's, or a 2026 request's), clipped, as a record shows them."""
+    if not isinstance(info, dict):
+        return None
+    return {key: str(info[key])[:MAX_NAME_CHARS] for key in ("name", "version") if key in info}
+
+
 class RecordMaker:
     """Builds records as the config asks: the arguments' digest always, the arguments themselves when
-    `arguments: redacted` (masked by the configured key globs and pointers)."""
+    `arguments: redacted` (masked by the configured key globs and pointers).
+
+    `call` fills one dict, made once with every key in canonical order, and returns it: the caller encodes
+    it before the next call (the trail's writer seals each record at once). A new dict per record cost as
+    much as the rest of the record together; refilling one costs a third of that."""
 
     def __init__(self, *, arguments: str, redact_keys: Iterable[str], redact_pointers: Iterable[str]) -> None:
         self.redact = Redactor(redact_keys, redact_pointers) if arguments == "redacted" else None
+        self.record: dict[str, Any] = dict.fromkeys(REQUEST_KEYS)
+        self.record.update(kind="request", v=VERSION)
 
-    def call(self, handed: Handed) -> dict[str, Any]:
-        ctx, method = handed.ctx, handed.method
-        params = handed.request.get("params") if isinstance(handed.request, dict) else None
-        arguments = arguments_of(method, params)
-        error = error_of(handed.reply)
-        # One literal, its keys (and those of the dicts in it) in canonical order, so that sealing it needs no
-        # sort; the chain's fields are filled in where they stand. The writer makes one of these per call.
-        record = {
-            "arguments_sha256": None if arguments is None else digest(arguments), "backend": ctx.backend,
-            "bytes_in": size(handed.request), "bytes_out": size(handed.reply), "chain": None,
-            "client": _client(ctx.envelope), "duration_ms": round(handed.seconds * 1000, 3),
-            "era": "session" if ctx.envelope is None else "stateless", "error": error, "kind": "request",
-            "method": method, "name": name_of(method, params), "original": ctx.target,
-            "outcome": "error" if error is not None and ctx.outcome == "ok" else ctx.outcome,
-            "policy": _policy(ctx.extra) if ctx.extra else None, "prev": None,
-            "protocol_version": ctx.protocol_version, "request_id": ctx.request_id, "seq": None,
-            "subject": ctx.principal.subject, "tenant": ctx.principal.tenant, "time": timestamp(handed.time),
-            "trace_id": trace_id(ctx.traceparent), "v": VERSION}
+    def call(self, e: Entry) -> dict[str, Any]:
+        """The record of one entry (the maker's own dict, refilled: encode it before the next call). Written for
+        the interpreter, the writer making one per call: the usual case takes few steps, no helper for what one
+        expression says."""
+        record = self.record
+        (when, seconds, method, request, reply, principal, record["request_id"], traceparent, client, envelope,
+         record["protocol_version"], record["original"], record["backend"], outcome, extra, size_in) = e
+        params = request.get("params")
+        if type(params) is not dict:
+            params = _NO_PARAMS
+        if method in _NAMED:
+            arguments, name = params.get("arguments"), params.get("name")
+            if arguments is None:
+                arguments = _NO_ARGUMENTS
+            record["arguments_sha256"] = _NO_ARGUMENTS_SHA256 if arguments is _NO_ARGUMENTS else _digest(arguments)
+        else:
+            arguments, name = arguments_of(method, params), name_of(method, params)
+            record["arguments_sha256"] = None if arguments is None else _digest(arguments)
+        record["name"] = name if type(name) is str and len(name) <= MAX_NAME_CHARS else _clipped(name)
+        record["error"] = error = error_of(reply) if "error" in reply else None
+        record["outcome"] = "error" if error is not None and outcome == "ok" else outcome
+        try:
+            record["bytes_out"] = len(orjson.dumps(reply))
+        except orjson.JSONEncodeError:
+            record["bytes_out"] = 0
+        record["bytes_in"] = size_in or size(request)
+        if envelope is None:
+            record["client"], record["era"] = client, "session"
+        else:
+            record["client"], record["era"] = client_of(envelope.client_info), "stateless"
+        record["duration_ms"], record["method"] = int(seconds * 1_000_000) / 1000, method
+        record["policy"] = _policy(extra) if extra else None
+        record["subject"], record["tenant"] = principal.subject, principal.tenant
+        record["trace_id"] = traceparent[3:35] if traceparent else None
+        millis = int(when * 1000)  # timestamp(when), inline
+        whole = millis // 1000
+        if whole != _second[0]:
+            timestamp(when)
+        record["time"] = _second[1] + _MILLIS[millis - whole * 1000]
         if self.redact is not None and arguments is not None:
-            record["arguments"] = self.redact(arguments)  # out of order: this record is sorted when sealed
+            return {**record, "arguments": self.redact(arguments)}  # (a copy, sorted when sealed)
         return record
+
+
+_NAMED = frozenset({spec.TOOLS_CALL, spec.PROMPTS_GET})
+"""Methods whose arguments are `params.arguments` (an empty object when absent)."""
+_NO_PARAMS: dict[str, Any] = {}
+_NO_ARGUMENTS: dict[str, Any] = {}
+_NO_ARGUMENTS_SHA256 = hashlib.sha256(b"{}").hexdigest()
+
+
+REQUEST_KEYS = ("arguments_sha256", "backend", "bytes_in", "bytes_out", "chain", "client", "duration_ms", "era",
+                "error",
+                "kind", "method", "name", "original", "outcome", "policy", "prev", "protocol_version", "request_id",
+                "seq", "subject", "tenant", "time", "trace_id", "v")
+"""A call's record, its keys in canonical (sorted) order, the chain's (`chain`, `seq`, `prev`) among them."""
+
+
+def _digest(arguments: Any) -> str:
+    return _sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _clipped(name: Any) -> str | None:
+    return name[:MAX_NAME_CHARS] if isinstance(name, str) else None
 
 
 def base(when: float, kind: str, tenant: str | None, subject: str | None, request_id: str | None) -> dict[str, Any]:
@@ -217,14 +275,6 @@ def admin_record(when: float, action: str, *, tenant: str | None, subject: str |
     record = base(when, "admin", tenant, subject, request_id)
     record.update(method=action, outcome=outcome, detail=detail or None)
     return record
-
-
-def _client(envelope: Any) -> dict[str, Any] | None:
-    """A 2026 request's clientInfo name and version (a session's client is not kept)."""
-    info = envelope.client_info if envelope is not None else None
-    if not isinstance(info, dict):
-        return None
-    return {key: str(info[key])[:MAX_NAME_CHARS] for key in ("name", "version") if key in info}
 
 
 def _policy(extra: dict[str, Any]) -> dict[str, Any] | None:

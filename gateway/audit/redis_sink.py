@@ -59,5 +59,5 @@ def _by_chain(lines: list[bytes]) -> dict[str, list[Any]]:
     chains: dict[str, list[Any]] = {}
     for line in lines:
         head = orjson.loads(line)
-        chains.setdefault(head["chain"], []).extend((head["seq"], line.rstrip(b"\n")))
+        chains.setdefault(head["chain"], []).extend((head["seq"], line))
     return chains

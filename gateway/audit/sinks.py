@@ -21,7 +21,8 @@ class Sink(Protocol):
     name: str  # file | redis | stdout: the label of mcpgw_audit_dropped_total
 
     async def write(self, lines: list[bytes]) -> None:
-        """Write the lines in order, or raise (nothing of a failed batch counts as written)."""
+        """Write the lines (records' JSON, without their newline) in order, or raise (nothing of a failed batch
+        counts as written)."""
 
     async def close(self) -> None: ...
 
@@ -48,7 +49,7 @@ class FileSink:
         self.opened = self.checked = self.clock()
 
     async def write(self, lines: list[bytes]) -> None:
-        data = b"".join(lines)
+        data = b"\n".join(lines) + b"\n"
         now = self.clock()
         if now - self.checked >= FOLLOW_SECONDS:  # a stat per write cost more than the write
             self._follow(now)
@@ -95,7 +96,7 @@ class StdoutSink:
 
     async def write(self, lines: list[bytes]) -> None:
         sys.stdout.flush()  # the log's own lines first: whole lines never interleave
-        sys.stdout.buffer.write(b"".join(lines))
+        sys.stdout.buffer.write(b"\n".join(lines) + b"\n")
         sys.stdout.buffer.flush()
 
     async def close(self) -> None:

@@ -1,9 +1,9 @@
 """The audit trail: records leave the request path through bounded queues and reach each sink in order.
 
-    request path ──Handed──> entries (bounded) ──writer: record, seal──> one queue per sink ──> file | redis | stdout
+    request path ──Entry──> entries (bounded) ──writer: record, seal──> one queue per sink ──> file | redis | stdout
 
-The request path only appends what it already holds (`Handed`); the writer task builds each
-record, seals it into the chain and hands the line to every sink's own queue, so a slow or
+The request path only appends a tuple of what it already holds (`Entry`); the writer task builds each
+record, seals it into the chain and hands the batch's lines to every sink's own queue, so a slow or
 broken sink (Redis down) holds up only itself. When a queue is full, `policy` decides:
 `block` waits for room (the caller's reply waits with it: nothing is lost while a sink is down,
 as long as it comes back), `drop` discards the record for that sink and counts it
@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from gateway.audit.chain import Chain
-from gateway.audit.record import Handed, RecordMaker, admin_record
+from gateway.audit.record import Entry, RecordMaker, admin_record
 from gateway.audit.sinks import Sink
 
 log = structlog.get_logger("gateway.audit")
@@ -43,12 +43,15 @@ CLOSE_SECONDS = 5.0
 
 
 class Pipe(Generic[T]):
-    """A bounded FIFO between producers and one consumer task, taken a batch at a time."""
+    """A bounded FIFO between producers and one consumer task, taken a batch at a time.
+
+    `offer` runs on the request path: a waiting consumer is woken through a future of its own (an
+    asyncio.Event's methods are Python calls; `waiter` is None except while the consumer waits)."""
 
     def __init__(self, size: int) -> None:
         self.items: deque[T] = deque()
         self.size = size
-        self._ready = asyncio.Event()
+        self.waiter: asyncio.Future[None] | None = None  # the consumer's, while it waits for an item
         self._room = asyncio.Event()
 
     def offer(self, item: T) -> bool:
@@ -56,9 +59,20 @@ class Pipe(Generic[T]):
         if len(self.items) >= self.size:
             return False
         self.items.append(item)
-        if not self._ready.is_set():
-            self._ready.set()
+        if self.waiter is not None:
+            self.wake()
         return True
+
+    def extend(self, items: list[T]) -> None:
+        """Append them all (the caller made sure there is room)."""
+        self.items.extend(items)
+        if self.waiter is not None:
+            self.wake()
+
+    def wake(self) -> None:
+        assert self.waiter is not None
+        _wake(self.waiter)
+        self.waiter = None
 
     async def put(self, item: T) -> None:
         """Append, waiting for room as long as it takes."""
@@ -69,9 +83,13 @@ class Pipe(Generic[T]):
     async def take(self) -> list[T]:
         """The oldest items (at least one, at most MAX_BATCH), waiting for one to come."""
         while not self.items:
-            self._ready.clear()
-            await self._ready.wait()
-        batch = [self.items.popleft() for _ in range(min(len(self.items), MAX_BATCH))]
+            waiter = self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self.waiter = None
+        items = self.items
+        batch = [items.popleft() for _ in range(min(len(items), MAX_BATCH))]
         self._room.set()
         return batch
 
@@ -122,7 +140,7 @@ class AuditTrail:
         self.maker, self.chain, self.clock = maker, chain, clock
         self.block = policy == "block"
         self.on_dropped = on_dropped
-        self.entries = Pipe[Handed | dict[str, Any]](queue_size)
+        self.entries = Pipe[Entry | tuple[Any, ...] | dict[str, Any]](queue_size)
         self.workers = [SinkWorker(sink, queue_size) for sink in sinks]
         self._tasks: list[asyncio.Task[None]] = []
         self._writing = False
@@ -133,7 +151,22 @@ class AuditTrail:
         self._tasks = [asyncio.create_task(self._write(), name="audit-writer"),
                        *(asyncio.create_task(w.run(), name=f"audit-{w.sink.name}") for w in self.workers)]
 
-    def hand(self, handed: Handed | dict[str, Any]) -> Awaitable[None] | None:
+    def call(self, started: float, method: str, request: Any, reply: Any, ctx: Any) -> Awaitable[None] | None:
+        """On the request path, a request's reply made (`started`: its perf_counter at the start): queue its
+        `Entry` (a plain tuple, made and queued here in few steps), as `hand` says. `ctx`: its RequestContext,
+        read here, never held."""
+        item = (time.time(), time.perf_counter() - started, method, request, reply, ctx.principal, ctx.request_id,
+                ctx.traceparent, ctx.client, ctx.envelope, ctx.protocol_version, ctx.target, ctx.backend, ctx.outcome,
+                ctx.extra or None, ctx.size)
+        entries = self.entries
+        if len(entries.items) >= self._enough:  # half full: `hand` wakes the writer, and blocks or drops when full
+            return self.hand(item)
+        entries.items.append(item)
+        if entries.waiter is not None:
+            entries.wake()
+        return None
+
+    def hand(self, handed: Entry | dict[str, Any]) -> Awaitable[None] | None:
         """On the request path: queue a record to be. None when queued; else, with `block`, what to await
         until it is (with `drop`, None: it was counted as dropped for every sink)."""
         if self.entries.offer(handed):
@@ -158,7 +191,7 @@ class AuditTrail:
         while True:
             batch = await self.entries.take()
             self._writing = True
-            lines = [line for item in batch if (line := self._seal(item)) is not None]
+            lines = self._seal(batch)
             for worker in self.workers:
                 await self._pass(worker, lines)
             self._writing = False
@@ -176,24 +209,33 @@ class AuditTrail:
             timer.cancel()
             self._nap = None
 
-    def _seal(self, item: Handed | dict[str, Any]) -> bytes | None:
-        try:
-            if isinstance(item, Handed):
-                record = self.maker.call(item)
-                return self.chain.seal(record, ordered="arguments" not in record)
-            return self.chain.seal(item)
-        except Exception:  # a bug, never the caller's input: said loudly, and the trail goes on
-            log.exception("audit_record_failed")
-            return None
+    def _seal(self, batch: list[Entry | dict[str, Any]]) -> list[bytes]:
+        """The batch's lines, in order (a record that fails is left out, said loudly)."""
+        lines, make, seal = [], self.maker.call, self.chain.seal
+        for item in batch:
+            try:
+                if type(item) is not dict:  # an Entry
+                    record = make(item)
+                    lines.append(seal(record, ordered="arguments" not in record))
+                else:
+                    lines.append(seal(item))
+            except Exception:  # a bug, never the caller's input: said loudly, and the trail goes on
+                log.exception("audit_record_failed")
+        return lines
 
     async def _pass(self, worker: SinkWorker, lines: list[bytes]) -> None:
+        """Queue the lines for one sink: all at once while there is room (the usual case), else one by one."""
+        pipe = worker.pipe
+        if len(pipe.items) + len(lines) <= pipe.size:
+            pipe.extend(lines)
+            return
         for index, line in enumerate(lines):
-            if worker.pipe.offer(line):
+            if pipe.offer(line):
                 continue
             if not self.block:
                 self.on_dropped(worker.sink.name, len(lines) - index)  # the queue stays full for the rest
                 return
-            await worker.pipe.put(line)
+            await pipe.put(line)
 
     async def readiness(self) -> str | None:
         """For /readyz when `audit.required`: None while every sink writes, else which fails."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.audit import AUDITED_METHODS, AuditTrail, Handed, seen
+from gateway.audit import AUDITED_METHODS, AuditTrail
 from gateway.catalogue.listings import SUBSCRIBE, TASKS_OFFER
 from gateway.catalogue.refresher import CatalogueService
 from gateway.client_logs import LevelSetter
@@ -171,8 +171,7 @@ class Dispatcher:
             if self.metrics is not None:
                 self.metrics.dispatched(message.method, ctx, time.perf_counter() - started)
         if self.audit is not None and message.method in AUDITED_METHODS:  # auditing off: this one check
-            waiting = self.audit.hand(Handed(time.time(), time.perf_counter() - started, message.method,
-                                             message.raw, seen(ctx), reply))
+            waiting = self.audit.call(started, message.method, message.raw, reply, ctx)
             if waiting is not None:  # audit.policy block, and the trail's queue is full
                 await waiting
         return reply

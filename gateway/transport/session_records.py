@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import structlog
@@ -28,6 +29,7 @@ class Session:
     capabilities: frozenset[str] = frozenset()  # what the client declared that the gateway can relay
     log_level: str | None = None  # its logging/setLevel
     server: str = ""  # the virtual server it was opened on ("": the gateway's own endpoint)
+    client: dict[str, str] | None = field(default=None, compare=False)  # initialize's clientInfo (audit.client_of)
 
     def belongs_to(self, principal: Principal, server: str = "") -> bool:
         """Whether `principal` may use it on `server`'s endpoint: its own, and only where it was opened."""
@@ -43,7 +45,7 @@ def encode(session: Session) -> bytes:
     return orjson.dumps({"tenant": session.tenant, "subject": session.subject,
                          "protocol_version": session.protocol_version, "created_at": session.created_at,
                          "capabilities": encode_flags(session.capabilities), "log_level": session.log_level,
-                         "server": session.server})
+                         "server": session.server, "client": session.client})
 
 
 def decode(session_id: str, raw: bytes, now: float) -> Session | None:
@@ -56,7 +58,14 @@ def decode(session_id: str, raw: bytes, now: float) -> Session | None:
         declared = frozenset(encode_flags(flags)) if isinstance(flags, list) else frozenset()
         return Session(session_id, str(data["tenant"]), str(data["subject"]), str(data["protocol_version"]),
                        float(data["created_at"]), now, declared, log_level(data.get("log_level")),
-                       str(data.get("server") or ""))
+                       str(data.get("server") or ""), _client(data.get("client")))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         log.warning("session_record_unreadable")
         return None
+
+
+def _client(stored: Any) -> dict[str, str] | None:
+    """A stored session's client name and version (None from a record written before they were kept)."""
+    if not isinstance(stored, dict):
+        return None
+    return {key: str(value) for key, value in stored.items() if key in ("name", "version")}

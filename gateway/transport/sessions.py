@@ -26,8 +26,8 @@ log = structlog.get_logger("gateway.sessions")
 
 
 class SessionStore(Protocol):
-    async def create(self, principal: Principal, protocol_version: str,
-                     capabilities: frozenset[str] = frozenset(), server: str = "") -> Session: ...
+    async def create(self, principal: Principal, protocol_version: str, capabilities: frozenset[str] = frozenset(),
+                     server: str = "", client: dict[str, str] | None = None) -> Session: ...
 
     async def get(self, session_id: str) -> Session | None: ...
 
@@ -74,11 +74,11 @@ class MemorySessionStore:
     def on_ended(self, listener: Callable[[str], None]) -> None:
         self._listeners.append(listener)
 
-    async def create(self, principal: Principal, protocol_version: str,
-                     capabilities: frozenset[str] = frozenset(), server: str = "") -> Session:
+    async def create(self, principal: Principal, protocol_version: str, capabilities: frozenset[str] = frozenset(),
+                     server: str = "", client: dict[str, str] | None = None) -> Session:
         now = self.clock()
         session = Session(self.id_factory(), principal.tenant, principal.subject,
-                          protocol_version, now, now, capabilities, server=server)
+                          protocol_version, now, now, capabilities, server=server, client=client)
         self.put(session)
         return session
 
@@ -232,9 +232,9 @@ class RedisSessionStore:
         (ended, idle, or over its tenant's budget on this replica): e.g. to close its stream."""
         self.local.on_ended(listener)
 
-    async def create(self, principal: Principal, protocol_version: str,
-                     capabilities: frozenset[str] = frozenset(), server: str = "") -> Session:
-        session = await self.local.create(principal, protocol_version, capabilities, server)
+    async def create(self, principal: Principal, protocol_version: str, capabilities: frozenset[str] = frozenset(),
+                     server: str = "", client: dict[str, str] | None = None) -> Session:
+        session = await self.local.create(principal, protocol_version, capabilities, server, client)
         try:
             await self.health.call(lambda: self.redis.set(self.key(session.id), encode(session), px=self.idle_ms))
         except StoreUnavailable:

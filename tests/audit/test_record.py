@@ -10,19 +10,23 @@ from types import SimpleNamespace
 import orjson
 
 from gateway.audit.chain import Chain, mac_of
-from gateway.audit.record import REDACTED, Handed, RecordMaker, canonical
+from gateway.audit.record import REDACTED, Entry, RecordMaker, canonical
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
 
 
-def handed(arguments: dict[str, object], **ctx: object) -> Handed:
+def handed(arguments: dict[str, object], **ctx: object) -> Entry:
     context = SimpleNamespace(principal=SimpleNamespace(tenant="acme", subject="alice"), request_id="r1",
-                              traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01", envelope=None,
-                              protocol_version="2025-11-25", target="add", backend="calc", outcome="ok", extra={})
+                              traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01", envelope=None, client=None,
+                              protocol_version="2025-11-25", target="add", backend="calc", outcome="ok", extra={},
+                              size=0)
     context.__dict__.update(ctx)
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                "params": {"name": "calc__add", "arguments": arguments, "token": JWT}}
-    return Handed(time.time(), 0.002, "tools/call", request, context, {"jsonrpc": "2.0", "id": 1, "result": {}})
+    c = context
+    return Entry(*(time.time(), 0.002, "tools/call", request, {"jsonrpc": "2.0", "id": 1, "result": {}}, c.principal,
+                  c.request_id, c.traceparent, c.client, c.envelope, c.protocol_version, c.target, c.backend,
+                  c.outcome, c.extra, c.size))
 
 
 def test_a_record_is_in_canonical_order_so_its_mac_holds_without_a_sort() -> None:

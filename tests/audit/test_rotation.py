@@ -47,7 +47,7 @@ async def test_size_rotation_keeps_the_newest_files_and_the_chain_verifies_acros
     report = verify(file_lines(kept), KEY)
     assert report.problem is None
     assert report.notes and "starts at seq" in report.notes[0]  # older files were rotated away
-    assert b"".join(written).endswith(contents(kept))
+    assert b"".join(line + b"\n" for line in written).endswith(contents(kept))  # a line is written with its newline
 
 
 async def test_age_rotation_starts_a_new_file(tmp_path: Path) -> None:

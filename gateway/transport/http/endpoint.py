@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from gateway.audit import client_of
 from gateway.config import Config
 from gateway.config.server_model import VirtualServer
 from gateway.protocol import eras, jsonrpc, spec
@@ -112,7 +113,7 @@ class McpEndpoint:
                 return web.Response(status=202)
             message, ctx = admitted
             request[CONTEXT] = ctx
-            ctx.server = server
+            ctx.server, ctx.size = server, request.content_length or 0  # (size: the audit record's bytes in)
             self.exchange.check_scopes(caller, message.method, message.params, credentials, server)
             stream = PostStream(request, self.exchange.asks, "", ctx.envelope)
             if self.rounds is not None and message.method in INPUT_METHODS and (
@@ -130,6 +131,7 @@ class McpEndpoint:
                 return await self._post_initialize(request, caller, message, server)
             session = await self._session(request, caller[0])
             ctx = self._context(request, caller, session, message.method, message.params, span, server)
+            ctx.size = request.content_length or 0  # the audit record's bytes in (a batch's members: encoded)
             if not message.is_request:
                 await self.exchange.handle_message(message, ctx)
                 return web.Response(status=202)
@@ -161,7 +163,7 @@ class McpEndpoint:
         version = spec.negotiate_version(params.get("protocolVersion"))
         tasks_version = version if server is None else None  # a virtual server serves no tasks (session_tasks)
         session = await self.sessions.create(caller[0], version, declared(params.get("capabilities"), tasks_version),
-                                             server.name if server is not None else "")
+                                             server.name if server else "", client_of(params.get("clientInfo")))
         ctx = self._context(request, caller, session, message.method, params, request.get(SPAN), server)
         reply = await self.exchange.handle_message(message, ctx)
         return _json(reply, headers={spec.SESSION_HEADER: session.id})
@@ -265,7 +267,8 @@ class McpEndpoint:
             caller[0], caller[1], request[REQUEST_ID], session.protocol_version, session.id, method,
             capabilities=session.capabilities, log_level=session.log_level, settings=self.sessions,
             traceparent=span.traceparent if span is not None else trace.traceparent, tracestate=trace.tracestate,
-            span=span, server=server, seal=self.stateless.seal)  # 2025-11-25 task handles (dispatch.session_tasks)
+            span=span, server=server, seal=self.stateless.seal,  # 2025-11-25 task handles (dispatch.session_tasks)
+            client=session.client)
         return ctx
 
     def _span(self, request: web.Request, data: Any) -> RequestSpan | None:

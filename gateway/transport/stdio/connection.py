@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from gateway import lifecycle
+from gateway.audit import client_of
 from gateway.catalogue.audience import Sees
 from gateway.config import TenantConfig
 from gateway.config.server_model import VirtualServer
@@ -92,6 +93,7 @@ class StdioClient:
         self.protocol_version: str = spec.LATEST_VERSION  # until initialize says otherwise
         self.capabilities = NONE  # what it declared at initialize that the gateway can relay
         self.log_level: str | None = None  # its logging/setLevel
+        self.client: dict[str, str] | None = None  # its clientInfo from initialize, for the audit record
         self.initialized = False
         self.principal: Principal | None = None  # as its last request authenticated
         self.modern: bool | None = None  # the connection's era, once its first request fixed it
@@ -163,9 +165,10 @@ class StdioClient:
             principal = self.principal = await self.exchange.authenticate(self.credentials, data)
             tenant = await self.exchange.admit(principal, data)
             if self._speaks_2026(data):
-                ctx, reply = await self._answer_2026(data, (principal, tenant), request_id, span)
+                ctx, reply = await self._answer_2026(data, (principal, tenant), request_id, span, len(line))
             else:
                 ctx = self._context(data, (principal, tenant), request_id, span)
+                ctx.size = len(line) if type(data) is dict else 0  # the audit record's bytes in (a batch's: encoded)
                 reply = await self.exchange.handle(data, ctx, self._members())
                 self._observe(data)
             self.send(reply)
@@ -196,7 +199,7 @@ class StdioClient:
         return RequestContext(caller[0], caller[1], request_id, self.protocol_version, channel=self.channel,
                               capabilities=self.capabilities, log_level=self.log_level, settings=self,
                               traceparent=trace.traceparent, tracestate=trace.tracestate, span=span,
-                              server=self.server)
+                              server=self.server, client=self.client)
 
     def _members(self) -> Members | None:
         """A batch member's SERVER span (tracing on)."""
@@ -213,8 +216,8 @@ class StdioClient:
                                  "it takes no 2026-07-28 requests")
         return bool(self.modern)
 
-    async def _answer_2026(self, data: Any, caller: Caller, request_id: str,
-                           span: RequestSpan | None) -> tuple[RequestContext | None, JsonObject | None]:
+    async def _answer_2026(self, data: Any, caller: Caller, request_id: str, span: RequestSpan | None,
+                           size: int) -> tuple[RequestContext | None, JsonObject | None]:
         """One 2026 message: its context and reply (None, None for a notification)."""
         method = data.get("method") if isinstance(data, dict) else None
         if method == spec.INITIALIZE:
@@ -230,7 +233,7 @@ class StdioClient:
             return None, None
         message, ctx = admitted
         assert ctx.envelope is not None
-        ctx.server = self.server
+        ctx.server, ctx.size = self.server, size
         stream = RequestStdout(self, ctx.envelope)
         if self.rounds is not None and message.method in INPUT_METHODS and (
                 ctx.capabilities or "requestState" in message.params):  # type: ignore[operator]
@@ -253,6 +256,7 @@ class StdioClient:
                 params = params if isinstance(params, dict) else {}
                 self.protocol_version = spec.negotiate_version(params.get("protocolVersion"))
                 self.capabilities = declared(params.get("capabilities"))
+                self.client = client_of(params.get("clientInfo"))
             elif method == spec.INITIALIZED:
                 self.initialized = True
 
