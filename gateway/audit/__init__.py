@@ -28,10 +28,10 @@ def open_trail(config: Config, *, on_dropped: Dropped) -> AuditTrail | None:
     audit = config.audit
     if not audit.enabled:
         return None
+    chain = Chain(audit.hmac_key.encode() if audit.hmac_key else None)
     maker = RecordMaker(arguments=audit.arguments, redact_keys=audit.redact_keys,
-                        redact_pointers=audit.redact_pointers)
-    key = audit.hmac_key.encode() if audit.hmac_key else None
-    return AuditTrail(maker=maker, chain=Chain(key), sinks=_sinks(config), queue_size=audit.queue_size,
+                        redact_pointers=audit.redact_pointers, chain=chain)
+    return AuditTrail(maker=maker, chain=chain, sinks=_sinks(config), queue_size=audit.queue_size,
                       policy=audit.policy, on_dropped=on_dropped)
 
 

@@ -68,12 +68,16 @@ class Chain:
 
     def seal(self, record: dict[str, Any], *, ordered: bool = False) -> bytes:
         """The record as one JSON line, without its newline (its chain fields set); without a key, `seq` orders it
-        but no MAC. `ordered`: its keys are in canonical order already, at every depth (sorting them cost a fifth)."""
+        but no MAC. `ordered`: its keys are in canonical order already, at every depth (sorting them cost a fifth).
+        (A call's record is sealed where it is made, record.RecordMaker.line: the same steps.)"""
         record[CHAIN], record[SEQ], record[PREV] = self.id, self.seq, self.prev
         self.seq += 1
         body = orjson.dumps(record) if ordered else canonical(record)
-        if self.mac is None:
-            return body
+        return body if self.mac is None else self.macked(body)
+
+    def macked(self, body: bytes) -> bytes:
+        """The line of a record encoded canonically (`body`, its `prev` this chain's last MAC), its MAC added last,
+        once: a reader takes it off and encodes the rest canonically again. It is the next record's `prev`."""
+        assert self.mac is not None
         self.prev = mac = self.mac.hex(body)
-        # the MAC goes on last, once: a reader takes it off and encodes the rest canonically again
         return b'%b,"mac":"%b"}' % (body[:-1], mac.encode())

@@ -49,7 +49,7 @@ class Entry(NamedTuple):
     waits)."""
 
     time: float  # wall clock at the end of the request
-    seconds: float
+    seconds: float | None  # None: refused before it was run (no duration)
     method: str
     request: Any  # the JSON-RPC request object
     reply: Any  # the JSON-RPC reply object (a refusal's error reply)
@@ -62,7 +62,7 @@ class Entry(NamedTuple):
     target: str | None
     backend: str | None
     outcome: str
-    extra: dict[str, Any] | None  # the dispatcher's policy decision (`rule`, `denied`), when it took one
+    extra: dict[str, Any] | None  # the policy decision (`rule`, `denied`), when one was taken
     size: int  # the request's bytes as they came (0: unknown, as for a batch member: measured by encoding it)
 
 
@@ -78,11 +78,10 @@ def digest(value: Any) -> str:
 def timestamp(seconds: float) -> str:
     """RFC 3339 in UTC, to the millisecond (the part up to the second is made once a second, the millisecond
     looked up: formatting a datetime, or even an f-string's `:03d`, cost more than the rest of a record)."""
-    millis = int(seconds * 1000)
-    whole = millis // 1000
+    whole = int(seconds)
     if whole != _second[0]:
         _second[:] = whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return _second[1] + _MILLIS[millis - whole * 1000]
+    return _second[1] + _MILLIS[int((seconds - whole) * 1000)]
 
 
 _second: list[Any] = [None, ""]
@@ -185,22 +184,23 @@ def client_of(info: Any) -> dict[str, str] | None:
 
 
 class RecordMaker:
-    """Builds records as the config asks: the arguments' digest always, the arguments themselves when
-    `arguments: redacted` (masked by the configured key globs and pointers).
+    """Makes a call's record line as the config asks: the arguments' digest always, the arguments themselves when
+    `arguments: redacted` (masked by the configured key globs and pointers), sealed into `chain`.
 
-    `call` fills one dict, made once with every key in canonical order, and returns it: the caller encodes
-    it before the next call (the trail's writer seals each record at once). A new dict per record cost as
-    much as the rest of the record together; refilling one costs a third of that."""
+    `line` refills one dict, made once with every key in canonical order (a new dict per record cost as
+    much as the rest of the record together; refilling one, a third of that), and seals it in place: the
+    writer makes one per call, so this is written for the interpreter (few steps, no helper for what one
+    expression says, the chain's fields set here, not in a call of its own)."""
 
-    def __init__(self, *, arguments: str, redact_keys: Iterable[str], redact_pointers: Iterable[str]) -> None:
+    def __init__(self, *, arguments: str, redact_keys: Iterable[str], redact_pointers: Iterable[str],
+                 chain: Any) -> None:
         self.redact = Redactor(redact_keys, redact_pointers) if arguments == "redacted" else None
+        self.chain = chain  # audit.chain.Chain: the trail's
         self.record: dict[str, Any] = dict.fromkeys(REQUEST_KEYS)
-        self.record.update(kind="request", v=VERSION)
+        self.record.update(kind="request", v=VERSION, chain=chain.id)
 
-    def call(self, e: Entry) -> dict[str, Any]:
-        """The record of one entry (the maker's own dict, refilled: encode it before the next call). Written for
-        the interpreter, the writer making one per call: the usual case takes few steps, no helper for what one
-        expression says."""
+    def line(self, e: Entry) -> bytes:
+        """The sealed record of one entry (a plain tuple in Entry's order), one JSON line without its newline."""
         record = self.record
         (when, seconds, method, request, reply, principal, record["request_id"], traceparent, client, envelope,
          record["protocol_version"], record["original"], record["backend"], outcome, extra, size_in) = e
@@ -227,18 +227,22 @@ class RecordMaker:
             record["client"], record["era"] = client, "session"
         else:
             record["client"], record["era"] = client_of(envelope.client_info), "stateless"
-        record["duration_ms"], record["method"] = int(seconds * 1_000_000) / 1000, method
+        # (seconds None: refused before it ran)
+        record["duration_ms"] = int(seconds * 1_000_000) / 1000 if seconds is not None else None
+        record["method"] = method
         record["policy"] = _policy(extra) if extra else None
         record["subject"], record["tenant"] = principal.subject, principal.tenant
         record["trace_id"] = traceparent[3:35] if traceparent else None
-        millis = int(when * 1000)  # timestamp(when), inline
-        whole = millis // 1000
+        whole = int(when)  # timestamp(when), inline
         if whole != _second[0]:
             timestamp(when)
-        record["time"] = _second[1] + _MILLIS[millis - whole * 1000]
+        record["time"] = _second[1] + _MILLIS[int((when - whole) * 1000)]
+        chain = self.chain
         if self.redact is not None and arguments is not None:
-            return {**record, "arguments": self.redact(arguments)}  # (a copy, sorted when sealed)
-        return record
+            return chain.seal({**record, "arguments": self.redact(arguments)})  # a copy, sorted when sealed
+        record["seq"], record["prev"] = chain.seq, chain.prev
+        chain.seq += 1
+        return orjson.dumps(record) if chain.mac is None else chain.macked(orjson.dumps(record))
 
 
 _NAMED = frozenset({spec.TOOLS_CALL, spec.PROMPTS_GET})

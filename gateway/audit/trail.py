@@ -89,7 +89,11 @@ class Pipe(Generic[T]):
             finally:
                 self.waiter = None
         items = self.items
-        batch = [items.popleft() for _ in range(min(len(items), MAX_BATCH))]
+        if len(items) <= MAX_BATCH:
+            batch = list(items)
+            items.clear()
+        else:
+            batch = [items.popleft() for _ in range(MAX_BATCH)]
         self._room.set()
         return batch
 
@@ -166,6 +170,22 @@ class AuditTrail:
             entries.wake()
         return None
 
+    async def refused(self, request: dict[str, Any], reply: dict[str, Any], outcome: str, *, principal: Any,
+                      request_id: str, traceparent: str | None, ctx: Any, envelope: Any,
+                      decision: dict[str, str] | None) -> None:
+        """A request refused before it reached the dispatcher, its caller authenticated (HTTP 403 or 429, a batch
+        member over a budget): its record, from what the request says and its context if it had one yet
+        (`envelope`: the 2026 envelope its `_meta` names, when it had no context). No duration: it was not run."""
+        client, version, size = (ctx.client, ctx.protocol_version, ctx.size) if ctx is not None else (None, None, 0)
+        if ctx is not None:
+            envelope = ctx.envelope
+        elif envelope is not None:
+            version = envelope.protocol_version
+        waiting = self.hand((time.time(), None, request["method"], request, reply, principal, request_id, traceparent,
+                             client, envelope, version, None, None, outcome, decision, size))
+        if waiting is not None:
+            await waiting
+
     def hand(self, handed: Entry | dict[str, Any]) -> Awaitable[None] | None:
         """On the request path: queue a record to be. None when queued; else, with `block`, what to await
         until it is (with `drop`, None: it was counted as dropped for every sink)."""
@@ -211,14 +231,10 @@ class AuditTrail:
 
     def _seal(self, batch: list[Entry | dict[str, Any]]) -> list[bytes]:
         """The batch's lines, in order (a record that fails is left out, said loudly)."""
-        lines, make, seal = [], self.maker.call, self.chain.seal
+        lines, line, seal = [], self.maker.line, self.chain.seal
         for item in batch:
             try:
-                if type(item) is not dict:  # an Entry
-                    record = make(item)
-                    lines.append(seal(record, ordered="arguments" not in record))
-                else:
-                    lines.append(seal(item))
+                lines.append(seal(item) if type(item) is dict else line(item))  # else: an Entry's plain tuple
             except Exception:  # a bug, never the caller's input: said loudly, and the trail goes on
                 log.exception("audit_record_failed")
         return lines

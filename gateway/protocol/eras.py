@@ -68,6 +68,15 @@ def claims_modern(body: Any) -> bool:
     return isinstance(version, str) and version not in HANDSHAKE_VERSIONS
 
 
+def envelope_of(body: Any) -> Envelope | None:
+    """What a 2026 body's envelope names, read without checking or taking it (for the audit record of a request
+    refused before its envelope was taken); None for a handshake-era body."""
+    if not claims_modern(body):
+        return None
+    meta = body["params"]["_meta"]
+    return _envelope((meta[PROTOCOL_VERSION_KEY], {}, meta.get(CLIENT_INFO_KEY), None))
+
+
 def http_status(code: int) -> int:
     """A 2026 JSON reply's HTTP status: client errors 400 (unknown method 404), anything else 200."""
     return _HTTP_STATUS.get(code, 200)

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gateway.audit import AUDITED_METHODS
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.tokens import Credentials
 from gateway.catalogue.audience import Sees
@@ -31,8 +32,8 @@ from gateway.catalogue.refresher import CatalogueListener
 from gateway.config import TenantConfig
 from gateway.config.server_model import VirtualServer
 from gateway.dispatch import Dispatcher
-from gateway.protocol import jsonrpc, spec
-from gateway.protocol.errors import InsufficientScope, InvalidRequest, LimitReached, RateLimited
+from gateway.protocol import eras, jsonrpc, spec
+from gateway.protocol.errors import GatewayError, InsufficientScope, InvalidRequest, LimitReached, RateLimited
 from gateway.protocol.jsonrpc import JsonObject, Message
 from gateway.ratelimit import RateLimiter, retry_after_header
 from gateway.tenancy import Principal, RequestContext, resolve_tenant
@@ -66,6 +67,9 @@ Reply = JsonObject | list[JsonObject] | None
 BATCH = "batch"
 """The context's method while it stands for a whole batch."""
 
+
+REFUSED = {403: "forbidden", 429: "rate_limited"}
+"""Refusals after authentication that get an audit record, by HTTP status: their outcome (as the log line's)."""
 
 Members = Callable[[Any], "RequestSpan"]
 """Starts the SERVER span of one batch member (its decoded object): tracing on."""
@@ -125,6 +129,24 @@ class Exchange:
         except InsufficientScope as exc:
             self.authenticator.require_scopes(caller[0], exc.needed, credentials)
 
+    async def refused(self, principal: Principal, data: Any, exc: GatewayError, *, request_id: str,
+                      traceparent: str | None, ctx: RequestContext | None = None,
+                      reply: JsonObject | None = None) -> None:
+        """The audit records (auditing on) of `data`'s audited requests, refused after their caller was
+        authenticated but before the dispatcher: 403 (tenant unknown, scope missing) or 429 (rate, budgets).
+        Nothing for a caller that did not authenticate: anybody could fill the trail with those. `reply`: what
+        the request got, when not the HTTP refusal's body (a batch member's error)."""
+        trail = self.dispatcher.audit
+        if trail is None or exc.http_status not in REFUSED:
+            return
+        outcome, decision = REFUSED[exc.http_status], _decision(exc)
+        for item in data if isinstance(data, list) else (data,):
+            if type(item) is dict and type(method := item.get("method")) is str and method in AUDITED_METHODS and (
+                    "id" in item):
+                await trail.refused(item, reply or jsonrpc.error_response(None, exc), outcome, principal=principal,
+                                    request_id=request_id, traceparent=traceparent, ctx=ctx,
+                                    envelope=eras.envelope_of(item), decision=decision)
+
     # ---------------------------------------------------------------- messages
 
     async def handle(self, data: Any, ctx: RequestContext, members: Members | None = None) -> Reply:
@@ -174,6 +196,8 @@ class Exchange:
         except LimitReached as exc:  # the batch was admitted: its member gets the refusal
             ctx.outcome = "rate_limited"
             reply = jsonrpc.error_response(message.id, exc.in_batch())
+            await self.refused(ctx.principal, item, exc, request_id=ctx.request_id, traceparent=ctx.traceparent,
+                               ctx=ctx, reply=reply)
         finally:
             if ctx.span is not None:
                 ctx.span.finish(ctx)
@@ -242,3 +266,11 @@ class Exchange:
                 deliver(audience.tenants, {"jsonrpc": "2.0", "method": method}, audience.sees)
 
         return listener
+
+
+def _decision(exc: GatewayError) -> dict[str, str] | None:
+    """The policy decision behind a refusal, as an audit record's `policy` names it: a scope the token lacks,
+    or a tenant nobody configured; None for a rate or a budget (its `error.reason` says `limit`)."""
+    if isinstance(exc, InsufficientScope) or isinstance(exc.__context__, InsufficientScope):
+        return {"denied": "scope"}
+    return {"denied": "tenant"} if exc.http_status == 403 else None

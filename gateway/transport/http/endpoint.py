@@ -18,7 +18,6 @@ from gateway.config import Config
 from gateway.config.server_model import VirtualServer
 from gateway.protocol import eras, jsonrpc, spec
 from gateway.protocol.capabilities import declared
-from gateway.protocol.eras import Envelope
 from gateway.protocol.errors import (
     BadRequest,
     GatewayError,
@@ -32,15 +31,15 @@ from gateway.protocol.routing_headers import VERSION_KEY
 from gateway.protocol.sse import encode_event
 from gateway.tenancy import Principal, RequestContext
 from gateway.tracing.context import TraceContext, chosen
-from gateway.transport.channel import ChannelClosed, ClientChannel, PendingAsks
 from gateway.transport.credentials import HttpCredentials
 from gateway.transport.exchange import Caller, Exchange
-from gateway.transport.held import LARGE_REPLY, HeldReplies
+from gateway.transport.held import LARGE_REPLY
+from gateway.transport.http.channels import KEEPALIVE, SSE_HEADERS, PostStream, SessionStream
 from gateway.transport.http.framing import read_body, require_accept, require_json_content
-from gateway.transport.http.replies import send_json, write_event
+from gateway.transport.http.replies import send_json
 from gateway.transport.http.streams import StreamHub
 from gateway.transport.http.virtual import add_server_routes, served, session_server
-from gateway.transport.modern import StatelessRequests, error_reply, no_back_channel, reply_status, wanted
+from gateway.transport.modern import StatelessRequests, error_reply, reply_status
 from gateway.transport.requestlog import (
     CONTEXT,
     PRINCIPAL,
@@ -59,8 +58,6 @@ if TYPE_CHECKING:
 
 KEEPALIVE_SECONDS = 15.0
 """An SSE comment this often keeps idle GET streams alive through proxies."""
-SSE_HEADERS = {"Content-Type": spec.SSE, "Cache-Control": "no-cache"}
-KEEPALIVE = b": keepalive\n\n"
 
 
 class McpEndpoint:
@@ -101,59 +98,64 @@ class McpEndpoint:
         # _admit's two steps, inline: one coroutine fewer on every call (and so are both eras' below)
         credentials = HttpCredentials(request, self.config)
         principal = request[PRINCIPAL] = await self.exchange.authenticate(credentials, data)
-        caller = principal, await self.exchange.admit(principal, data)
-        server = served(request, self.exchange.dispatcher.config, principal) if request.match_info else None
-        if _stateless(request, data):  # admitted without a session, or refused with its own HTTP status
+        try:  # a refusal from here on has an authenticated caller: audited (auditing on)
+            caller = principal, await self.exchange.admit(principal, data)
+            server = served(request, self.exchange.dispatcher.config, principal) if request.match_info else None
+            if _stateless(request, data):  # admitted without a session, or refused with its own HTTP status
+                try:
+                    admitted = self.stateless.admit(data, request.headers, caller, request[REQUEST_ID], request[TRACE],
+                                                    span)
+                except GatewayError as exc:
+                    return _json(error_reply(jsonrpc.id_of(data), exc), status=eras.http_status(exc.code))
+                if admitted is None:  # a notification
+                    return web.Response(status=202)
+                message, ctx = admitted
+                request[CONTEXT] = ctx
+                ctx.server, ctx.size = server, request.content_length or 0  # (size: the audit record's bytes in)
+                self.exchange.check_scopes(caller, message.method, message.params, credentials, server)
+                stream = PostStream(request, self.exchange.asks, "", ctx.envelope)
+                if self.rounds is not None and message.method in INPUT_METHODS and (
+                        ctx.capabilities or "requestState" in message.params):  # type: ignore[operator]
+                    # its backend may ask its client (who declared what it may be asked), or a retry: in rounds.
+                    # Not opened early for progress: the round's in-flight slot, or 429, comes first.
+                    return await self._reply(request, stream, await self.rounds.handle(message, ctx, stream), ctx)
+                ctx.channel, run = stream, self.stateless.run
+            else:
+                if isinstance(data, list):
+                    return await self._post_batch(request, caller, data, server)
+                message = jsonrpc.parse_message(data)
+                self.exchange.check_scopes(caller, message.method, message.params, credentials, server)
+                if message.method == spec.INITIALIZE:
+                    return await self._post_initialize(request, caller, message, server)
+                session = await self._session(request, caller[0])
+                ctx = self._context(request, caller, session, message.method, message.params, span, server)
+                ctx.size = request.content_length or 0  # the audit record's bytes in (a batch's members: encoded)
+                if not message.is_request:
+                    await self.exchange.handle_message(message, ctx)
+                    return web.Response(status=202)
+                stream = ctx.channel = PostStream(request, self.exchange.asks, session.id)
+                run = self.exchange.dispatch_request
+            self.exchange.take_slot(caller[1])  # the tenant's in-flight budget: a refusal (429) before any reply starts
             try:
-                admitted = self.stateless.admit(data, request.headers, caller, request[REQUEST_ID], request[TRACE],
-                                                span)
-            except GatewayError as exc:
-                return _json(error_reply(jsonrpc.id_of(data), exc), status=eras.http_status(exc.code))
-            if admitted is None:  # a notification
-                return web.Response(status=202)
-            message, ctx = admitted
-            request[CONTEXT] = ctx
-            ctx.server, ctx.size = server, request.content_length or 0  # (size: the audit record's bytes in)
-            self.exchange.check_scopes(caller, message.method, message.params, credentials, server)
-            stream = PostStream(request, self.exchange.asks, "", ctx.envelope)
-            if self.rounds is not None and message.method in INPUT_METHODS and (
-                    ctx.capabilities or "requestState" in message.params):  # type: ignore[operator]
-                # its backend may ask its client (who declared what it may be asked), or a retry: in rounds.
-                # Not opened early for progress: the round's in-flight slot, or 429, comes first.
-                return await self._reply(request, stream, await self.rounds.handle(message, ctx, stream), ctx)
-            ctx.channel, run = stream, self.stateless.run
-        else:
-            if isinstance(data, list):
-                return await self._post_batch(request, caller, data, server)
-            message = jsonrpc.parse_message(data)
-            self.exchange.check_scopes(caller, message.method, message.params, credentials, server)
-            if message.method == spec.INITIALIZE:
-                return await self._post_initialize(request, caller, message, server)
-            session = await self._session(request, caller[0])
-            ctx = self._context(request, caller, session, message.method, message.params, span, server)
-            ctx.size = request.content_length or 0  # the audit record's bytes in (a batch's members: encoded)
-            if not message.is_request:
-                await self.exchange.handle_message(message, ctx)
-                return web.Response(status=202)
-            stream = ctx.channel = PostStream(request, self.exchange.asks, session.id)
-            run = self.exchange.dispatch_request
-        self.exchange.take_slot(caller[1])  # the tenant's in-flight budget: a refusal (429) before any reply starts
-        try:
-            if _wants_progress(message):
-                await stream.open()
-            reply = await run(message, ctx)
-            if reply is None:
-                return await self._finish(stream, None, ctx) if stream.streaming else web.Response(status=202)
-            status = reply_status(reply) if ctx.envelope is not None and "error" in reply else 200
-            body = jsonrpc.dumps(reply)
-            del reply  # and the encoded result it holds: only `body` is in flight from here
-        finally:
-            self.exchange.release_slot(caller[1])
-        if stream.streaming:
-            return await self._finish(stream, body, ctx)
-        if len(body) < LARGE_REPLY:
-            return web.Response(body=body, status=status, content_type=spec.JSON)
-        return await send_json(request, body, self.exchange.replies, caller[0].tenant, status=status)
+                if _wants_progress(message):
+                    await stream.open()
+                reply = await run(message, ctx)
+                if reply is None:
+                    return await self._finish(stream, None, ctx) if stream.streaming else web.Response(status=202)
+                status = reply_status(reply) if ctx.envelope is not None and "error" in reply else 200
+                body = jsonrpc.dumps(reply)
+                del reply  # and the encoded result it holds: only `body` is in flight from here
+            finally:
+                self.exchange.release_slot(caller[1])
+            if stream.streaming:
+                return await self._finish(stream, body, ctx)
+            if len(body) < LARGE_REPLY:
+                return web.Response(body=body, status=status, content_type=spec.JSON)
+            return await send_json(request, body, self.exchange.replies, caller[0].tenant, status=status)
+        except GatewayError as exc:
+            await self.exchange.refused(principal, data, exc, request_id=request[REQUEST_ID],
+                                        traceparent=request[TRACE].traceparent, ctx=request.get(CONTEXT))
+            raise
 
     async def _post_initialize(self, request: web.Request, caller: Caller, message: Message,
                                server: VirtualServer | None) -> web.Response:
@@ -281,92 +283,6 @@ class McpEndpoint:
             span.activate()
             request[TRACE] = TraceContext(span.traceparent)  # a refusal's log line names the span's trace
         return span
-
-
-class PostStream(ClientChannel):
-    """A POST's way back: one JSON reply, unless something must reach the client first.
-
-    The first notification or request for the client turns the reply into an SSE stream that
-    carries them, then the response, then ends (spec: a POST may answer with a stream).
-    A 2026 request's (its `envelope` given) carries only its progress and the log messages it
-    asked for (`modern.wanted`), and never a request of ours.
-    """
-
-    __slots__ = ("_lock", "_response", "envelope", "request")
-
-    def __init__(self, request: web.Request, pending: PendingAsks, client: str,
-                 envelope: Envelope | None = None) -> None:
-        self.pending, self.client = pending, client  # ClientChannel's, set here: one made per request
-        self.request, self.envelope = request, envelope
-        self._response: web.StreamResponse | None = None
-        self._lock: asyncio.Lock | None = None
-
-    async def open(self) -> web.StreamResponse:
-        if self._response is None:
-            response = web.StreamResponse(headers=stream_headers(self.request, SSE_HEADERS))
-            self._lock = asyncio.Lock()
-            self._response = response
-            await response.prepare(self.request)
-        return self._response
-
-    async def send(self, message: JsonObject) -> None:
-        response = await self.open()
-        assert self._lock is not None
-        async with self._lock:
-            try:
-                await response.write(encode_event(jsonrpc.dumps(message)))
-            except ConnectionError as exc:
-                raise ChannelClosed("the client closed the stream") from exc
-
-    async def notify(self, message: JsonObject) -> None:
-        if self.envelope is None or wanted(message, self.envelope):
-            await self.send(message)
-
-    async def ask(self, method: str, params: JsonObject | None, *, timeout: float) -> JsonObject:  # noqa: ASYNC109
-        if self.envelope is not None:  # a call that may ask a 2026 client runs in rounds (transport.rounds)
-            raise no_back_channel(method)
-        return await super().ask(method, params, timeout=timeout)
-
-    async def keepalive(self) -> None:
-        response = await self.open()
-        assert self._lock is not None
-        async with self._lock:
-            try:
-                await response.write(KEEPALIVE)
-            except ConnectionError as exc:
-                raise ChannelClosed("the client closed the stream") from exc
-
-    @property
-    def streaming(self) -> bool:
-        """Whether the reply became a stream (otherwise it is one JSON body, or 202 for none)."""
-        return self._response is not None
-
-    async def finish(self, body: bytes | None, replies: HeldReplies, tenant: str) -> web.StreamResponse:
-        """The stream's last event (the encoded response), counted against `tenant` while the client takes
-        it, and its end."""
-        assert self._response is not None and self._lock is not None
-        async with self._lock:
-            try:
-                if body is not None:  # a cancelled request's stream ends without one (spec)
-                    await write_event(self._response, body, replies, tenant)
-                await self._response.write_eof()
-            except ConnectionError:
-                pass  # the client went away, or the write deadline cut it: nothing left to send
-        return self._response
-
-
-class SessionStream(ClientChannel):
-    """A session's way back outside any request: its GET stream (resource updates, list changes)."""
-
-    __slots__ = ("streams",)
-
-    def __init__(self, streams: StreamHub, pending: PendingAsks, session_id: str) -> None:
-        super().__init__(pending, session_id)
-        self.streams = streams
-
-    async def send(self, message: JsonObject) -> None:
-        if not self.streams.send(self.client, message):
-            raise ChannelClosed("the session has no open GET stream")
 
 
 async def _pump(response: web.StreamResponse, queue: asyncio.Queue[tuple[str, bytes]]) -> None:

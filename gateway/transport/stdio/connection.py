@@ -156,6 +156,7 @@ class StdioClient:
         data: Any = None
         ctx: RequestContext | None = None
         span: RequestSpan | None = None
+        principal: Principal | None = None
         outcome = "ok"
         try:
             data = jsonrpc.loads(line)
@@ -179,6 +180,9 @@ class StdioClient:
                 span.failed(exc.code, exc.message)
             self.send(error_reply(jsonrpc.id_of(data), exc) if self.modern else
                       jsonrpc.error_response(jsonrpc.id_of(data), exc))
+            if principal is not None:  # refused after authentication (a rate, a budget): audited (auditing on)
+                await self.exchange.refused(principal, data, exc, request_id=request_id,
+                                            traceparent=ctx.traceparent if ctx else None, ctx=ctx)
         finally:
             if span is not None:
                 span.finish(ctx)
