@@ -177,10 +177,24 @@ def size(message: Any) -> int:
 
 
 def client_of(info: Any) -> dict[str, str] | None:
-    """The name and version of a clientInfo (initialize's, or a 2026 request's), clipped, as a record shows them."""
+    """The name and version of a clientInfo (initialize's, or a 2026 request's), clipped, as a record shows them:
+    the same dict for the same two strings (a 2026 request names its client every time)."""
     if not isinstance(info, dict):
         return None
-    return {key: str(info[key])[:MAX_NAME_CHARS] for key in ("name", "version") if key in info}
+    name, version = info.get("name"), info.get("version")
+    if type(name) is str and type(version) is str and (known := _CLIENTS.get((name, version))) is not None:
+        return known
+    made = {key: str(info[key])[:MAX_NAME_CHARS] for key in ("name", "version") if key in info}
+    if type(name) is str and type(version) is str:
+        if len(_CLIENTS) >= MAX_CLIENTS:
+            _CLIENTS.clear()
+        _CLIENTS[name, version] = made
+    return made
+
+
+_CLIENTS: dict[tuple[str, str], dict[str, str]] = {}
+MAX_CLIENTS = 1024
+"""Distinct client names and versions remembered (then forgotten all at once: clients choose them)."""
 
 
 class RecordMaker:

@@ -93,7 +93,7 @@ class McpEndpoint:
     async def post(self, request: web.Request) -> web.StreamResponse:
         require_json_content(request)
         require_accept(request, spec.JSON, spec.SSE)
-        data = jsonrpc.loads(await read_body(request, self.max_body, self.body_timeout))
+        data = jsonrpc.loads(raw := await read_body(request, self.max_body, self.body_timeout))
         span = self._span(request, data) if self.tracing is not None else None  # before auth: a JWKS fetch is in it
         # _admit's two steps, inline: one coroutine fewer on every call (and so are both eras' below)
         credentials = HttpCredentials(request, self.config)
@@ -111,7 +111,7 @@ class McpEndpoint:
                     return web.Response(status=202)
                 message, ctx = admitted
                 request[CONTEXT] = ctx
-                ctx.server, ctx.size = server, request.content_length or 0  # (size: the audit record's bytes in)
+                ctx.server, ctx.size = server, len(raw)  # (size: the audit record's bytes in)
                 self.exchange.check_scopes(caller, message.method, message.params, credentials, server)
                 stream = PostStream(request, self.exchange.asks, "", ctx.envelope)
                 if self.rounds is not None and message.method in INPUT_METHODS and (
@@ -129,7 +129,7 @@ class McpEndpoint:
                     return await self._post_initialize(request, caller, message, server)
                 session = await self._session(request, caller[0])
                 ctx = self._context(request, caller, session, message.method, message.params, span, server)
-                ctx.size = request.content_length or 0  # the audit record's bytes in (a batch's members: encoded)
+                ctx.size = len(raw)  # the audit record's bytes in (a batch's members: encoded)
                 if not message.is_request:
                     await self.exchange.handle_message(message, ctx)
                     return web.Response(status=202)
