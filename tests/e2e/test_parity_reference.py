@@ -20,10 +20,8 @@ ask (README, "Backends asking the client"); the tool is listed and called all th
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -33,8 +31,8 @@ from typing import Any
 
 import httpx2
 import pytest
-from backend_fixtures import HOST, free_port, stop_process
 from conftest import RunningGateway, StartGateway, make_config, make_token
+from e2e.everything_server import serve_everything
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -45,8 +43,6 @@ from conformance_suite import ensure_installed, node, reference_server
 
 pytestmark = pytest.mark.timeout(300)
 
-LOOPBACK = str(Path(__file__).with_name("loopback.cjs"))
-START_SECONDS = 30.0
 SKIPPED = {"gzip-file-as-resource"}
 """Tools not called: they need the network (see the module docstring)."""
 ROOTS_OUTSIDE_CALLS = "get-roots-list"
@@ -118,30 +114,8 @@ def installed() -> None:
 
 @pytest.fixture(scope="module")
 async def everything(installed: None) -> AsyncIterator[str]:
-    """server-everything over Streamable HTTP on a port of its own (bound to 127.0.0.1: loopback.cjs)."""
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        str(node()), "--require", LOOPBACK, str(reference_server("server-everything")), "streamableHttp",
-        env={**os.environ, "PORT": str(port)}, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    try:
-        await _listening(port)
-        yield f"http://{HOST}:{port}/mcp"
-    finally:
-        await stop_process(process)
-
-
-async def _listening(port: int) -> None:
-    deadline = asyncio.get_running_loop().time() + START_SECONDS
-    while asyncio.get_running_loop().time() < deadline:
-        try:
-            _, writer = await asyncio.open_connection(HOST, port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
-    raise AssertionError(f"server-everything did not listen on {port}")
+    async with serve_everything() as url:
+        yield url
 
 
 def stdio_servers(work: Path, who: str) -> dict[str, tuple[list[str], dict[str, str]]]:

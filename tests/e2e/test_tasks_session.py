@@ -11,24 +11,17 @@ declare `tasks` is not listed the tool.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
-from backend_fixtures import HOST, free_port, stop_process
 from conftest import MCP_HEADERS, RunningGateway, StartGateway, make_config, make_token, stdio_backend
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
-from conformance_suite import ensure_installed, node, reference_server
+from e2e.everything_server import serve_everything
 
 pytestmark = pytest.mark.timeout(180)
 
-LOOPBACK = str(Path(__file__).with_name("loopback.cjs"))
 TOOL = "simulate-research-query"
 TENANTS = {"acme": {"backends": ["*"]}, "beta": {"backends": ["*"]}, "globex": {"backends": ["calc"]}}
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -108,25 +101,8 @@ class Session:
 
 @pytest.fixture(scope="module")
 async def everything() -> AsyncIterator[str]:
-    """server-everything over Streamable HTTP on a port of its own (bound to 127.0.0.1: loopback.cjs)."""
-    ensure_installed()
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        str(node()), "--require", LOOPBACK, str(reference_server("server-everything")), "streamableHttp",
-        env={**os.environ, "PORT": str(port)}, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                _, writer = await asyncio.open_connection(HOST, port)
-            except OSError:
-                await asyncio.sleep(0.1)
-                continue
-            writer.close()
-            break
-        yield f"http://{HOST}:{port}/mcp"
-    finally:
-        await stop_process(process)
+    async with serve_everything() as url:
+        yield url
 
 
 @pytest.fixture
