@@ -225,7 +225,8 @@ class RecordMaker:
             arguments, name = params.get("arguments"), params.get("name")
             if arguments is None:
                 arguments = _NO_ARGUMENTS
-            record["arguments_sha256"] = _NO_ARGUMENTS_SHA256 if arguments is _NO_ARGUMENTS else _digest(arguments)
+            record["arguments_sha256"] = _NO_ARGUMENTS_SHA256 if arguments is _NO_ARGUMENTS else _sha256(
+                _dumps(arguments, None, _SORTED)).hexdigest()  # _digest(arguments), inline
         else:
             arguments, name = arguments_of(method, params), name_of(method, params)
             record["arguments_sha256"] = None if arguments is None else _digest(arguments)
@@ -233,7 +234,7 @@ class RecordMaker:
         record["error"] = error = error_of(reply) if "error" in reply else None
         record["outcome"] = "error" if error is not None and outcome == "ok" else outcome
         try:
-            record["bytes_out"] = len(orjson.dumps(reply))
+            record["bytes_out"] = len(_dumps(reply))
         except orjson.JSONEncodeError:
             record["bytes_out"] = 0
         record["bytes_in"] = size_in or size(request)
@@ -256,7 +257,7 @@ class RecordMaker:
             return chain.seal({**record, "arguments": self.redact(arguments)})  # a copy, sorted when sealed
         record["seq"], record["prev"] = chain.seq, chain.prev
         chain.seq += 1
-        return orjson.dumps(record) if chain.mac is None else chain.macked(orjson.dumps(record))
+        return _dumps(record) if chain.mac is None else chain.macked(_dumps(record))
 
 
 _NAMED = frozenset({spec.TOOLS_CALL, spec.PROMPTS_GET})
@@ -274,7 +275,10 @@ REQUEST_KEYS = ("arguments_sha256", "backend", "bytes_in", "bytes_out", "chain",
 
 
 def _digest(arguments: Any) -> str:
-    return _sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return _sha256(_dumps(arguments, None, _SORTED)).hexdigest()
+
+
+_dumps, _SORTED = orjson.dumps, orjson.OPT_SORT_KEYS
 
 
 def _clipped(name: Any) -> str | None:
