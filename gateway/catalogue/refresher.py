@@ -47,6 +47,9 @@ LOCK_POLL_SECONDS = 0.05
 MIN_LOCK_SECONDS = 10.0
 """The shortest refresh lock; a fetch outliving its lock only risks one duplicate fetch."""
 
+FIRST_BUILD_WAIT_SECONDS = 10.0
+"""The longest a request arriving during start-up waits for the first build (then it is served what is in)."""
+
 CatalogueListener = Callable[[Catalogue, Catalogue], Awaitable[None]]
 
 RefreshKey = tuple[str, bool, frozenset[str] | None]
@@ -160,6 +163,13 @@ class CatalogueService:
         self._listeners.append(listener)
 
     # ---------------------------------------------------------------- reading
+
+    async def first_build(self) -> None:
+        """Until the first build has ended (a forked worker takes connections before), or at most
+        FIRST_BUILD_WAIT_SECONDS: a backend that hangs at start must not hold every client as long."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FIRST_BUILD_WAIT_SECONDS):
+                await self.ready.wait()
 
     def view(self, tenant: TenantConfig, principal: Principal | None = None) -> TenantView:
         """What `principal` sees of its tenant's catalogue (its policy class's view); without one,

@@ -146,9 +146,7 @@ class Dispatcher:
             if handler is None:
                 raise MethodNotFound(f"Method not found: {message.method[:200]}")
             if not self.catalogue.ready.is_set() and message.method != spec.PING:
-                # a starting process (a forked worker shares the port before its first build ends) would
-                # answer from an empty catalogue: what a backend serves is known once that build has ended
-                await self.catalogue.ready.wait()
+                await self.catalogue.first_build()  # else a starting worker answers from an empty catalogue
             reply = jsonrpc.result_response(message.id, await handler(message, ctx))  # 2026's complete their results
         except PassThrough as passed:
             error = passed.error if envelope is None else self.stateless.passed_error(passed.error)

@@ -300,3 +300,14 @@ async def test_the_first_build_merges_every_backends_first_listing_once(monkeypa
         assert len(builds) in (1, 2)  # the same lists: no merge needed
     finally:
         await service.stop()
+
+
+async def test_a_request_waits_for_the_first_build_only_so_long(monkeypatch: Any) -> None:
+    from gateway.catalogue import refresher
+
+    monkeypatch.setattr(refresher, "FIRST_BUILD_WAIT_SECONDS", 0.2)
+    config = make_config([http_backend_config("b", "http://127.0.0.1:9/mcp")])
+    service = CatalogueService(config=config, pool=OnePool(PagedUpstream([GOOD])), store=MemorySnapshotStore())  # type: ignore[arg-type]
+    started = asyncio.get_running_loop().time()
+    await service.first_build()  # never started: the build never ends
+    assert 0.15 < asyncio.get_running_loop().time() - started < 2
