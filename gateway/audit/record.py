@@ -22,14 +22,6 @@ import orjson
 
 from gateway.protocol import spec
 
-try:  # CPython's own SHA-256 (what hashlib falls back to): a new one costs a fraction of OpenSSL's context set-up
-    from _sha256 import sha256 as _sha256  # type: ignore[import-not-found]  # Python 3.11
-except ImportError:  # pragma: no cover - 3.12 renamed it; a build without it has hashlib's
-    try:
-        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef]
-    except ImportError:
-        from hashlib import sha256 as _sha256  # type: ignore[assignment]
-
 VERSION = 1
 """The record format; a reader refuses records of a later one."""
 REDACTED = "[redacted]"
@@ -279,6 +271,7 @@ def _digest(arguments: Any) -> str:
 
 
 _dumps, _SORTED = orjson.dumps, orjson.OPT_SORT_KEYS
+_sha256 = hashlib.sha256  # OpenSSL's: on the CPU faster than CPython's own (valgrind counts its set-up more)
 
 
 def _clipped(name: Any) -> str | None:
