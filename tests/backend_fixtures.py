@@ -14,12 +14,13 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, NoReturn, Protocol
+from typing import IO, Any, NoReturn, Protocol
 
 import pytest
+from aiohttp import web
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -173,3 +174,29 @@ async def http_backend() -> AsyncIterator[StartBackend]:
     yield start
     for backend in started:
         await backend.stop()
+
+
+def recording_backend(on_call: Callable[[web.Request, dict[str, Any]], dict[str, Any]],
+                      session_id: str | None = None) -> web.Application:
+    """A minimal handshake-era Streamable HTTP MCP backend (JSON replies) of one tool, `echo`: a tools/call's
+    result is `on_call(request, params)`, where a test records what reached the backend. With `session_id`
+    it hands out that session (and accepts its DELETE)."""
+    headers = {"Mcp-Session-Id": session_id} if session_id else None
+
+    async def mcp(request: web.Request) -> web.Response:
+        body = await request.json()
+        if "id" not in body:
+            return web.Response(status=202)
+        result: dict[str, Any] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                  "serverInfo": {"name": "recorder", "version": "1"}}
+        if body["method"] == "tools/list":
+            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+        elif body["method"] == "tools/call":
+            result = on_call(request, body["params"])
+        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result}, headers=headers)
+
+    app = web.Application()
+    app.router.add_post("/mcp", mcp)
+    if session_id:
+        app.router.add_delete("/mcp", lambda request: web.Response(status=200))
+    return app

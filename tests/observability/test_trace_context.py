@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from backend_fixtures import recording_backend
 from conftest import RawClient, StartGateway, http_backend_config, make_config, make_token
 
 from gateway.tracing.context import parsed
@@ -20,33 +21,20 @@ CLIENT_PARENT = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
-def recording_backend(seen: list[dict[str, Any]]) -> web.Application:
-    """A minimal Streamable HTTP MCP server with one tool that records each tools/call's headers (and params)."""
+def recorder(seen: list[dict[str, Any]]) -> web.Application:
+    """A backend of one tool that records each tools/call's headers (and params)."""
 
-    async def mcp(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        if "id" not in body:
-            return web.Response(status=202)
-        result: dict[str, Any] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                                  "serverInfo": {"name": "recorder", "version": "1"}}
-        if body["method"] == "tools/list":
-            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
-        elif body["method"] == "tools/call":
-            seen.append({**request.headers, "params": body["params"]})
-            result = {"content": [{"type": "text", "text": "ok"}], "isError": False}
-        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result},
-                                 headers={"Mcp-Session-Id": "recorder-session"})
+    def call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
+        seen.append({**request.headers, "params": params})
+        return {"content": [{"type": "text", "text": "ok"}], "isError": False}
 
-    app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    app.router.add_delete("/mcp", lambda request: web.Response(status=200))
-    return app
+    return recording_backend(call, session_id="recorder-session")
 
 
 @pytest.fixture
 async def traced(aiohttp_server: Any, gateway: StartGateway, raw_client: Any) -> tuple[RawClient, list[dict[str, str]]]:
     seen: list[dict[str, str]] = []
-    backend = await aiohttp_server(recording_backend(seen))
+    backend = await aiohttp_server(recorder(seen))
     running = await gateway(make_config([http_backend_config("rec", str(backend.make_url("/mcp")))]))
     client: RawClient = raw_client(running.url, make_token("acme"))
     await client.initialize()

@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from backend_fixtures import recording_backend
 from conftest import StartGateway, http_backend_config, make_config, make_token
 from stateless_client import StatelessClient
 
@@ -22,33 +23,20 @@ TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 Seen = list[tuple[dict[str, str], dict[str, Any]]]
 
 
-def recording_backend(seen: Seen) -> web.Application:
-    """A minimal handshake-era MCP server whose one tool records each call's headers and params."""
+def recorder(seen: Seen) -> web.Application:
+    """A backend of one tool that records each call's headers and params."""
 
-    async def mcp(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        if "id" not in body:
-            return web.Response(status=202)
-        result: dict[str, Any] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                                  "serverInfo": {"name": "recorder", "version": "1"}}
-        if body["method"] == "tools/list":
-            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
-        elif body["method"] == "tools/call":
-            seen.append((dict(request.headers), body["params"]))
-            result = {"content": [{"type": "text", "text": "ok"}], "_meta": {"backend/own": 1}}
-        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result},
-                                 headers={"Mcp-Session-Id": "recorder-session"})
+    def call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
+        seen.append((dict(request.headers), params))
+        return {"content": [{"type": "text", "text": "ok"}], "_meta": {"backend/own": 1}}
 
-    app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    app.router.add_delete("/mcp", lambda request: web.Response(status=200))
-    return app
+    return recording_backend(call, session_id="recorder-session")
 
 
 @pytest.fixture
 async def traced(aiohttp_server: Any, gateway: StartGateway) -> AsyncIterator[tuple[StatelessClient, Seen]]:
     seen: Seen = []
-    backend = await aiohttp_server(recording_backend(seen))
+    backend = await aiohttp_server(recorder(seen))
     running = await gateway(make_config([http_backend_config("rec", str(backend.make_url("/mcp")))]))
     async with aiohttp.ClientSession() as session:
         yield StatelessClient(session, running.url, make_token("acme")), seen

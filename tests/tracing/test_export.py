@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from backend_fixtures import RunningBackend, free_port
+from backend_fixtures import RunningBackend, free_port, recording_backend
 from conftest import SCRAPE_TOKEN, RawClient, StartGateway, http_backend_config, make_token
 
 from tracing.collector import Collector, grpc_server
@@ -24,24 +24,13 @@ HEADER_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def recorder(seen: list[tuple[str, str]]) -> web.Application:
-    """A handshake-era MCP backend of one tool that records each call's trace context (header, `_meta`)."""
+    """A backend of one tool that records each call's trace context (header, `_meta`)."""
 
-    async def mcp(request: web.Request) -> web.Response:
-        body = await request.json()
-        if "id" not in body:
-            return web.Response(status=202)
-        result: dict[str, Any] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                                  "serverInfo": {"name": "recorder", "version": "1"}}
-        if body["method"] == "tools/list":
-            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
-        elif body["method"] == "tools/call":
-            seen.append((request.headers["traceparent"], body["params"]["_meta"]["traceparent"]))
-            result = {"content": [{"type": "text", "text": str(body["params"]["arguments"].get("text"))}]}
-        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": result})
+    def call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
+        seen.append((request.headers["traceparent"], params["_meta"]["traceparent"]))
+        return {"content": [{"type": "text", "text": str(params["arguments"].get("text"))}]}
 
-    app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    return app
+    return recording_backend(call)
 
 
 async def _call(client: RawClient, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None,
