@@ -10,7 +10,8 @@ import pytest
 from conftest import RawClient, make_token, stdio_backend
 
 from gateway import keys
-from gateway.ratelimit import MemoryRateLimiter, RedisRateLimiter
+from gateway.ratelimit import MemoryRateLimiter
+from gateway.shared_state import SharedRateLimiter
 from shared_state.conftest import StartReplicas, needs_shared_redis
 
 pytestmark = [pytest.mark.timeout(60), needs_shared_redis]
@@ -50,9 +51,9 @@ class _CountedLocal(MemoryRateLimiter):
 
 def _count_local_decisions(app: Any) -> _CountedLocal:
     """Its fallback counted (the store's outage log tells only its first failure, maybe outside a window)."""
-    limiter = app[keys.EXCHANGE].rate_limiter
-    assert isinstance(limiter, RedisRateLimiter)
-    limiter.fallback = counted = _CountedLocal()
+    shared = app[keys.EXCHANGE].rate_limiter
+    assert isinstance(shared, SharedRateLimiter)
+    shared.limiter.fallback = counted = _CountedLocal()
     return counted
 
 
